@@ -1,0 +1,216 @@
+"""The ``farm`` command (also ``python -m farm``).
+
+Every error a user can cause ends with one line ``farm: <what is wrong>`` on
+stderr and the exit status of :mod:`farm.errors` (2 for bad input), no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from farm import __version__
+from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE, FarmError, UsageError
+
+EPILOG = """exit status: 0 done; 1 render failed; 2 bad input (nothing written);
+75 interrupted by a signal (the store keeps every finished tile: `farm resume STORE`)"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _add_render_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--video", metavar="P", help="video path (default: output.video of the job)")
+    p.add_argument("--no-video", action="store_true", help="render only; encode later")
+    p.add_argument("--device", metavar="SEL",
+                   help="auto | gpu | cpu | P:D as listed by `farm devices` (env FARM_DEVICE)")
+    p.add_argument("--share-devices", action="store_true",
+                   help="allow more workers than devices on a node (CPU/PoCL runs)")
+    p.add_argument("--verify", action="store_true",
+                   help="check every stored tile's checksum before resuming")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    g = p.add_argument_group("scheduling")
+    g.add_argument("--depth", type=int, default=3, help="tiles held per worker (default 3)")
+    g.add_argument("--attempts", type=int, default=3, help="attempts per tile (default 3)")
+    g.add_argument("--worker-timeout", type=float, default=300.0, metavar="S",
+                   help="seconds a busy worker may stay silent (default 300)")
+    g.add_argument("--grace", type=float, default=30.0, metavar="S",
+                   help="seconds to collect tiles in flight after a signal (default 30)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="farm", description="Render deep-zoom Mandelbrot animations on "
+                     "OpenCL devices, one process or an MPI farm.", epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"zoomfarm {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    p = sub.add_parser("render", help="render a job (resumes its store if it exists)",
+                       description="Render JOB into its store, then encode the video. Under "
+                       "`mpiexec -n N`, rank 0 is the master and ranks 1..N-1 are workers.",
+                       epilog=EPILOG)
+    p.add_argument("job", metavar="JOB.toml")
+    p.add_argument("--store", metavar="P", help="store path (default: output.store of the job)")
+    p.add_argument("--restart", action="store_true",
+                   help="replace an existing store that holds a different job")
+    _add_render_options(p)
+
+    p = sub.add_parser("resume", help="continue the render a store holds", epilog=EPILOG)
+    p.add_argument("store", metavar="STORE")
+    _add_render_options(p)
+
+    p = sub.add_parser("status", help="progress, rate, ETA and balance of a store")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("frames", help="write the frames of a complete store as PNG files")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("--out", required=True, metavar="DIR")
+
+    p = sub.add_parser("encode", help="encode a complete store into an MP4 video")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("--video", required=True, metavar="P")
+    p.add_argument("--fps", type=int, help="frames per second (default: animation.fps)")
+    p.add_argument("--crf", type=int, help="x264 quality, 0-51, lower is better (default: output.crf)")
+
+    p = sub.add_parser("validate", help="check a job spec and print its plan")
+    p.add_argument("job", metavar="JOB.toml")
+
+    p = sub.add_parser("devices", help="list OpenCL devices and the one a render would use")
+    p.add_argument("--device", metavar="SEL", help="selector to test (env FARM_DEVICE)")
+
+    p = sub.add_parser("bench", help="kernel speed per number format, in Giter/s")
+    p.add_argument("--device", metavar="SEL", help="device selector (env FARM_DEVICE)")
+    p.add_argument("--formats", default="f64,fp128,quad-single", help="comma-separated")
+    p.add_argument("--workload", choices=("small", "standard"),
+                   help="small (CPU) or standard (GPU); default by device type")
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+def _render_options(args: argparse.Namespace):
+    from farm.compute.device import selector_from_env
+    from farm.run import RenderOptions
+    from farm.schedule.master import MasterOptions
+
+    for name in ("depth", "attempts"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name}: must be at least 1, got {getattr(args, name)}")
+    return RenderOptions(
+        device=selector_from_env(args.device), share_devices=args.share_devices,
+        video=not args.no_video, restart=getattr(args, "restart", False), verify=args.verify,
+        progress=not args.quiet,
+        master=MasterOptions(depth=args.depth, max_attempts=args.attempts,
+                             timeout=args.worker_timeout, grace=args.grace))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except FarmError as err:
+        print(f"farm: {err}", file=sys.stderr)
+        return err.exit_status
+    except KeyboardInterrupt:
+        print("farm: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+# ---------------------------------------------------------------------------- commands
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from farm import spec as specmod
+    from farm.run import render
+
+    job = specmod.load(args.job)
+    return render(job, store=args.store, video=args.video, options=_render_options(args))
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from farm.run import resume
+
+    return resume(args.store, video=args.video, options=_render_options(args))
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from farm import spec as specmod
+    from farm.plan import make_plan
+    from farm.report import plan_summary
+
+    job = specmod.load(args.job)
+    plan = make_plan(job)
+    specmod.check_writable(job.output.store, "output.store")
+    specmod.check_writable(job.output.video, "output.video")
+    print(plan_summary(plan, args.job))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from farm.report import status_text
+    from farm.store.reader import Store
+
+    with Store(args.store) as store:
+        info = store.status()
+    print(json.dumps(info, indent=2) if args.json else status_text(info))
+    return 0
+
+
+def cmd_frames(args: argparse.Namespace) -> int:
+    from farm.encode import write_pngs
+    from farm.store.reader import Store
+
+    with Store(args.store) as store:
+        paths = write_pngs(store, args.out)
+    print(f"farm: wrote {len(paths)} PNG file(s) to {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_encode(args: argparse.Namespace) -> int:
+    from farm import spec as specmod
+    from farm.encode import encode_video
+    from farm.store.reader import Store
+
+    if not args.video.endswith(".mp4"):
+        raise UsageError(f"--video: {args.video!r} must end with .mp4")
+    if args.crf is not None and not 0 <= args.crf <= 51:
+        raise UsageError(f"--crf: {args.crf} is out of range: 0 to 51")
+    if args.fps is not None and not 1 <= args.fps <= 240:
+        raise UsageError(f"--fps: {args.fps} is out of range: 1 to 240")
+    specmod.check_writable(args.video, "--video")
+    with Store(args.store) as store:
+        path = encode_video(store, args.video, fps=args.fps, crf=args.crf)
+    print(f"farm: wrote {path}", file=sys.stderr)
+    return 0
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from farm.report import devices_text
+
+    print(devices_text(args.device))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from farm.compute.bench import run_bench
+    from farm.compute.device import selector_from_env
+
+    rows = run_bench(selector_from_env(args.device), args.formats.split(","), args.workload)
+    if args.json:
+        print(json.dumps([r.__dict__ for r in rows], indent=2))
+    else:
+        from farm.report import bench_table
+
+        print(bench_table(rows))
+    return 0
+
+
+COMMANDS = {
+    "render": cmd_render, "resume": cmd_resume, "status": cmd_status, "frames": cmd_frames,
+    "encode": cmd_encode, "validate": cmd_validate, "devices": cmd_devices, "bench": cmd_bench,
+}

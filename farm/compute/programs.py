@@ -1,0 +1,60 @@
+"""OpenCL sources from the installed package, and programs built once per context.
+
+The ``.cl`` files live in ``kernels/`` at the top of the source tree and are
+installed as the package ``farm.kernels``; they are read with importlib.resources,
+so a non-editable install works from any directory. A source checkout that is on
+``PYTHONPATH`` without being installed falls back to ``<checkout>/kernels``.
+
+A program is the format file followed by the shared driver (``mandel.cl``) or by
+the format's own test kernels. pyopencl keeps compiled binaries in its on-disk
+cache; this module keeps built programs per (context, sources, options).
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+
+import pyopencl as cl
+
+from farm.errors import DeviceError
+
+FORMAT_SOURCES = {"f64": "f64.cl", "fp128": "fp128.cl", "quad-single": "qs.cl"}
+
+
+@functools.cache
+def source(name: str) -> str:
+    """Text of ``kernels/<name>``."""
+    try:
+        return resources.files("farm.kernels").joinpath(name).read_text(encoding="utf-8")
+    except ModuleNotFoundError:
+        path = Path(__file__).resolve().parents[2] / "kernels" / name
+        return path.read_text(encoding="utf-8")
+
+
+_built: dict[tuple[int, tuple[str, ...], str], cl.Program] = {}
+
+
+def build(ctx: cl.Context, names: tuple[str, ...], options: tuple[str, ...] = ()) -> cl.Program:
+    """Build the concatenation of ``names`` (cached per context)."""
+    opts = " ".join(options)
+    key = (ctx.int_ptr, names, opts)
+    if key not in _built:
+        text = "\n".join(f'#line 1 "{n}"\n' + source(n) for n in names)
+        try:
+            _built[key] = cl.Program(ctx, text).build(options=opts)
+        except cl.RuntimeError as err:
+            raise DeviceError(f"building {'+'.join(names)} failed:\n{err}") from None
+    return _built[key]
+
+
+def device_options(device: cl.Device, local_bins: int) -> tuple[str, ...]:
+    """Build options on ``device``: -DHIST64 when 64-bit atomics exist, and the local
+    sub-histogram size (at most a quarter of the device's local memory)."""
+    opts = []
+    if "cl_khr_int64_base_atomics" in device.extensions.split():
+        opts.append("-DHIST64")
+    fits = device.local_mem_size // 16
+    opts.append(f"-DLOCAL_BINS={max(16, min(local_bins, fits))}")
+    return tuple(opts)

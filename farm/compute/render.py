@@ -1,0 +1,181 @@
+"""Render tiles on one OpenCL device: ``TileRenderer.render(frame, tile) -> TileResult``.
+
+A launch covers one tile. ``launch`` enqueues the uploads, the kernel and the
+non-blocking readbacks and returns at once; ``finish`` waits and returns the
+arrays. Keeping two launches in flight lets the device compute one tile while
+the host hands the previous one on (the worker does this).
+
+Coordinates: per frame, the real part of every pixel column and the imaginary part
+of every row are computed once in mpmath and rounded once into the frame's format
+(:mod:`farm.numerics.encode`); a tile takes its slice of those axes.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.cltypes as clt
+
+import farm.numerics as num
+from farm.compute import programs
+from farm.compute.device import DeviceInfo
+from farm.numerics.encode import ENCODERS
+from farm.plan import FramePlan, Plan, Tile
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Work-group size, how many groups per compute unit a launch may use, and the
+    bins of the local-memory sub-histogram.
+
+    The global size is ``min(pixels rounded up to local_size, groups_per_unit *
+    compute_units * local_size)``; each work-item takes every G-th pixel. Counts
+    below ``local_bins`` are counted in local memory, the rest with global atomics.
+    """
+
+    local_size: int = 128
+    groups_per_unit: int = 16
+    local_bins: int = 2048
+
+    @classmethod
+    def for_device(cls, info: DeviceInfo) -> LaunchConfig:
+        if info.kind == "GPU":
+            return cls(local_size=128, groups_per_unit=16)
+        return cls(local_size=64, groups_per_unit=4)
+
+
+@dataclass
+class TileResult:
+    """One rendered tile; arrays are ``(tile.height, tile.width)`` row-major."""
+
+    frame: int
+    tile: int
+    iterations: np.ndarray  # uint32 escape counts (0: interior)
+    fraction: np.ndarray  # float32 smooth offsets
+    hist_bins: np.ndarray  # int64 counts n that occur in the tile, ascending
+    hist_counts: np.ndarray  # int64 pixels per bin
+    kernel_seconds: float  # device time of the kernel (profiling events)
+
+
+@dataclass
+class _Launch:
+    frame: FramePlan
+    tile: Tile
+    iterations: np.ndarray
+    fraction: np.ndarray
+    hist: np.ndarray
+    events: list[cl.Event]
+    kernel_event: cl.Event
+    buffers: tuple[cl.Buffer, ...]
+
+
+def _scalar(fmt: str, value: object) -> np.generic:
+    """A COORD_T kernel argument from an mpf (a double, or a uint4/float4 vector)."""
+    enc = ENCODERS[fmt]([value])
+    if fmt == "f64":
+        return np.float64(enc[0])
+    vector = clt.uint4 if fmt == "fp128" else clt.float4  # (4,) words viewed as one vector
+    return np.ascontiguousarray(enc[0]).view(vector)[0]
+
+
+class TileRenderer:
+    """Renders tiles of one plan on one device (one context, one in-order queue)."""
+
+    def __init__(self, device: cl.Device, info: DeviceInfo, plan: Plan,
+                 config: LaunchConfig | None = None):
+        self.info = info
+        self.plan = plan
+        self.config = config or LaunchConfig.for_device(info)
+        self.ctx = cl.Context([device])
+        self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.options = programs.device_options(device, self.config.local_bins)
+        self.hist_dtype = np.int64 if "-DHIST64" in self.options else np.uint32
+        self._kernels: dict[str, cl.Kernel] = {}
+        self._axes: collections.OrderedDict[int, tuple[np.ndarray, np.ndarray]] = (
+            collections.OrderedDict())
+
+    # ----------------------------------------------------------------- coordinates
+    def axes(self, frame: FramePlan) -> tuple[np.ndarray, np.ndarray]:
+        """(xs, ys) of the whole frame in its format; the last few frames are kept."""
+        if frame.index in self._axes:
+            self._axes.move_to_end(frame.index)
+            return self._axes[frame.index]
+        spec = self.plan.spec
+        w, h = spec.size
+        cr, ci = spec.view.center
+        encode = ENCODERS[frame.precision]
+        xs = encode(num.axis(cr, frame.spacing, w, 0, w, +1, frame.bits))
+        ys = encode(num.axis(ci, frame.spacing, h, 0, h, -1, frame.bits))
+        self._axes[frame.index] = (xs, ys)
+        while len(self._axes) > 4:
+            self._axes.popitem(last=False)
+        return xs, ys
+
+    # ----------------------------------------------------------------- launches
+    def _kernel(self, fmt: str) -> cl.Kernel:
+        if fmt not in self._kernels:
+            prg = programs.build(self.ctx, (programs.FORMAT_SOURCES[fmt], "mandel.cl"), self.options)
+            self._kernels[fmt] = cl.Kernel(prg, "mandel")
+        return self._kernels[fmt]
+
+    def launch(self, frame: FramePlan, tile: Tile) -> _Launch:
+        xs, ys = self.axes(frame)
+        xs_t = np.ascontiguousarray(xs[tile.x0:tile.x0 + tile.width])
+        ys_t = np.ascontiguousarray(ys[tile.y0:tile.y0 + tile.height])
+        npix = tile.pixels
+        mf = cl.mem_flags
+        ctx, q = self.ctx, self.queue
+        b_xs = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=xs_t)
+        b_ys = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=ys_t)
+        b_it = cl.Buffer(ctx, mf.WRITE_ONLY, 4 * npix)
+        b_fr = cl.Buffer(ctx, mf.WRITE_ONLY, 4 * npix)
+        hist = np.empty(frame.bins, dtype=self.hist_dtype)
+        b_h = cl.Buffer(ctx, mf.READ_WRITE, hist.nbytes)
+        fill = cl.enqueue_fill_buffer(q, b_h, np.zeros(1, self.hist_dtype), 0, hist.nbytes)
+
+        local = self.config.local_size
+        cap = self.config.groups_per_unit * self.info.compute_units * local
+        global_size = min(-(-npix // local) * local, cap)
+        r2 = num.escape_r2(self.plan.spec.iterations.escape_radius)
+        kernel = self._kernel(frame.precision)
+        kev = kernel(q, (global_size,), (local,), b_xs, b_ys, np.uint32(tile.width),
+                     np.uint32(npix), np.uint32(frame.max_iter), _scalar(frame.precision, r2),
+                     b_it, b_fr, b_h, wait_for=[fill])
+        iterations = np.empty((tile.height, tile.width), dtype=np.uint32)
+        fraction = np.empty((tile.height, tile.width), dtype=np.float32)
+        events = [cl.enqueue_copy(q, iterations, b_it, is_blocking=False),
+                  cl.enqueue_copy(q, fraction, b_fr, is_blocking=False),
+                  cl.enqueue_copy(q, hist, b_h, is_blocking=False)]
+        q.flush()
+        return _Launch(frame, tile, iterations, fraction, hist, events, kev,
+                       (b_xs, b_ys, b_it, b_fr, b_h))
+
+    @staticmethod
+    def done(launch: _Launch) -> bool:
+        status = cl.command_execution_status.COMPLETE
+        return all(e.command_execution_status == status for e in launch.events)
+
+    def finish(self, launch: _Launch) -> TileResult:
+        cl.wait_for_events(launch.events)
+        kev = launch.kernel_event
+        seconds = (kev.profile.end - kev.profile.start) * 1e-9
+        bins = np.flatnonzero(launch.hist)
+        return TileResult(launch.frame.index, launch.tile.index, launch.iterations,
+                          launch.fraction, bins.astype(np.int64),
+                          launch.hist[bins].astype(np.int64), seconds)
+
+    def render(self, frame: FramePlan, tile: Tile) -> TileResult:
+        return self.finish(self.launch(frame, tile))
+
+
+def wait_any(launch: _Launch, poll: float = 0.002, deadline: float | None = None) -> bool:
+    """Sleep-poll until ``launch`` completes or ``deadline`` (time.monotonic) passes."""
+    while not TileRenderer.done(launch):
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        time.sleep(poll)
+    return True

@@ -1,0 +1,115 @@
+"""From a job spec to a plan: frames, tiles, iteration limits and number formats.
+
+The plan is a pure function of the spec; the master computes it once and hands it
+to every worker, so all ranks agree on every number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import farm.numerics as num
+from farm.errors import SpecError
+from farm.plan import precision
+from farm.plan.tiles import Tile, TileGrid
+from farm.spec import JobSpec
+
+__all__ = ["FramePlan", "Plan", "Tile", "TileGrid", "auto_max_iter", "make_plan"]
+
+
+def auto_max_iter(log10_zoom: float) -> int:
+    """``max = "auto"``: ``256 + 64 * d**1.5`` where ``d = log10(4 / width)`` (0 if negative).
+
+    Deeper frames need more iterations before their detail escapes; the rule gives
+    256 at the whole set, ~6200 at width 1e-20, ~330000 at 1e-300.
+    """
+    d = max(0.0, log10_zoom)
+    return int(round(256 + 64 * d**1.5))
+
+
+@dataclass(frozen=True)
+class FramePlan:
+    index: int
+    width: object  # mpmath mpf, complex-plane units across the image
+    spacing: object  # mpmath mpf, width / W
+    log10_spacing: float
+    max_iter: int
+    precision: str  # f64 | fp128 | quad-single | perturb
+    bits: int  # mpmath precision for this frame's coordinates
+
+    @property
+    def bins(self) -> int:
+        """Histogram length: counts 0 (interior) .. max_iter."""
+        return self.max_iter + 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    spec: JobSpec
+    frames: tuple[FramePlan, ...]
+    grid: TileGrid
+
+    @property
+    def bins(self) -> int:
+        """Histogram row length in the store: the largest frame's ``max_iter + 1``."""
+        return max(f.bins for f in self.frames)
+
+    @property
+    def tasks(self) -> int:
+        return len(self.frames) * self.grid.count
+
+    def work_bound(self) -> int:
+        """Iterations if every pixel ran to its frame's max_iter (an upper bound)."""
+        w, h = self.spec.size
+        return sum(w * h * f.max_iter for f in self.frames)
+
+
+def _frame_precision(requested: str, k: int, log10_s: float) -> str:
+    s = 10.0**log10_s  # 0.0 below 1e-323, which no direct format resolves
+    if requested == "auto":
+        chosen = precision.choose(s)
+        if chosen is None:
+            fmt, limit = precision.deepest()
+            raise SpecError(
+                "view.width",
+                f"frame {k} has pixel spacing 1e{log10_s:.1f}, beyond every format "
+                f"(the deepest, {fmt}, resolves down to {limit:.0e})",
+            )
+        return chosen
+    if requested not in precision.MIN_SPACING:
+        raise SpecError("render.precision", f"{requested!r} is not available yet")
+    if not precision.resolves(requested, s):
+        raise SpecError(
+            "render.precision",
+            f"{requested} cannot resolve frame {k}: pixel spacing 1e{log10_s:.1f} is below its "
+            f"limit {precision.MIN_SPACING[requested]:.0e}; use \"auto\" or a wider view.width",
+        )
+    return requested
+
+
+def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None) -> Plan:
+    """Frames with log-interpolated widths, their iteration limits and formats.
+
+    ``stored`` gives (max_iter, precision) per frame as a store recorded them; they
+    are kept as they are, so a store resumes with the choices it was started with.
+    """
+    w_px, h_px = spec.size
+    frames = []
+    for k in range(spec.frames):
+        width = num.frame_width(*spec.view.width, k, spec.frames)
+        with num.workprec(num.WIDTH_BITS):
+            spacing = width / w_px
+        log10_s = num.log10(spacing)
+        if stored is not None:
+            max_iter, fmt = stored[k]
+        else:
+            if spec.iterations.max == "auto":
+                max_iter = auto_max_iter(num.log10(4 / width))
+            else:
+                max_iter = int(spec.iterations.max)
+            fmt = _frame_precision(spec.render.precision, k, log10_s)
+        frames.append(FramePlan(k, width, spacing, log10_s, max_iter, fmt,
+                                num.coordinate_bits(spacing)))
+    tw, th = spec.render.tile
+    return Plan(spec, tuple(frames), TileGrid(w_px, h_px, tw, th))

@@ -1,0 +1,53 @@
+"""The tile grid of a frame: tiles are the unit of work and the store's chunk.
+
+Tiles are numbered row-major: tile ``t`` sits at column ``t % nx``, row ``t // nx``.
+Tiles on the right and bottom edges are cut to the image; the store still keeps a
+full ``tile_h x tile_w`` chunk for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Tile:
+    index: int
+    x0: int  # first column
+    y0: int  # first row (row 0 at the top)
+    width: int
+    height: int
+
+    @property
+    def pixels(self) -> int:
+        return self.width * self.height
+
+
+@dataclass(frozen=True)
+class TileGrid:
+    width: int  # image W
+    height: int  # image H
+    tile_w: int
+    tile_h: int
+
+    @property
+    def nx(self) -> int:
+        return -(-self.width // self.tile_w)
+
+    @property
+    def ny(self) -> int:
+        return -(-self.height // self.tile_h)
+
+    @property
+    def count(self) -> int:
+        return self.nx * self.ny
+
+    def tile(self, t: int) -> Tile:
+        if not 0 <= t < self.count:
+            raise IndexError(f"tile {t} of {self.count}")
+        row, col = divmod(t, self.nx)
+        x0, y0 = col * self.tile_w, row * self.tile_h
+        return Tile(t, x0, y0, min(self.tile_w, self.width - x0), min(self.tile_h, self.height - y0))
+
+    def __iter__(self):
+        return (self.tile(t) for t in range(self.count))

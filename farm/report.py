@@ -1,0 +1,148 @@
+"""Human-readable text for ``farm validate``, ``status``, ``devices`` and ``bench``."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from farm.plan import Plan
+
+
+def _spans(values: list[str]) -> str:
+    """"f64 0-41, fp128 42-59" from a per-frame list."""
+    out, k = [], 0
+    for value, group in itertools.groupby(values):
+        n = len(list(group))
+        out.append(f"{value} {k}" if n == 1 else f"{value} {k}-{k + n - 1}")
+        k += n
+    return ", ".join(out)
+
+
+def _count(n: float) -> str:
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f}"
+
+
+def plan_summary(plan: Plan, source: str) -> str:
+    spec = plan.spec
+    w, h = spec.size
+    first, last = plan.frames[0], plan.frames[-1]
+    max_iters = [f.max_iter for f in plan.frames]
+    pixels = w * h * len(plan.frames)
+    mode = "auto" if spec.iterations.max == "auto" else "fixed"
+    lines = [
+        f"job        {source}",
+        f"frames     {len(plan.frames)} at {spec.animation.fps} fps "
+        f"({len(plan.frames) / spec.animation.fps:.1f} s of video)",
+        f"image      {w}x{h}; tiles {plan.grid.tile_w}x{plan.grid.tile_h}, "
+        f"{plan.grid.count} per frame, {plan.tasks} in all",
+        f"center     {spec.view.center[0]}, {spec.view.center[1]}",
+        f"width      {spec.view.width[0]} -> {spec.view.width[1]} "
+        f"(pixel spacing 1e{first.log10_spacing:.1f} -> 1e{last.log10_spacing:.1f})",
+        f"max iter   {min(max_iters)} .. {max(max_iters)} ({mode})",
+        f"precision  {_spans([f.precision for f in plan.frames])}",
+        f"pixels     {_count(pixels)} in all",
+        f"work       at most {_count(plan.work_bound())}iter "
+        "(if every pixel ran to max iter; escaping pixels cost less)",
+        f"store      {spec.output.store}",
+        f"video      {spec.output.video} (crf {spec.output.crf})",
+    ]
+    return "\n".join(lines)
+
+
+def _frame_strip(progress: list[float], width: int = 64) -> str:
+    """One character per frame: '#' done, '+' started, '.' not started."""
+    chars = "".join("#" if p >= 1 else "+" if p > 0 else "." for p in progress)
+    return "\n".join(f"  {chars[i:i + width]}" for i in range(0, len(chars), width))
+
+
+def status_text(info: dict[str, Any]) -> str:
+    done, total = info["tiles_done"], info["tiles_total"]
+    lines = [
+        f"store      {info['store']}",
+        f"state      {'complete' if info['complete'] else 'incomplete'}",
+        f"frames     {info['frames_complete']}/{info['frames']} complete",
+        f"tiles      {done}/{total} ({100 * done / total:.1f}%), "
+        f"{info['tiles_per_frame']} per frame",
+    ]
+    run = info.get("run")
+    if run:
+        lines.append(f"run        #{run['index']} of {info['runs']}: {run['workers']} worker(s), "
+                     f"{run['tiles']} tile(s)")
+        if "tiles_per_s" in run:
+            eta = "done" if not run["eta_s"] else f"ETA {run['eta_s']:.0f} s"
+            lines.append(f"rate       {run['tiles_per_s']:.3g} tiles/s over {run['elapsed_s']:.1f} s; "
+                         f"{eta}; last tile {run['last_tile_age_s']:.0f} s ago")
+            busy = ", ".join(f"rank {r}: {b:.2f} s ({100 * run['busy_share'][r]:.0f}%)"
+                             for r, b in run["busy_s"].items())
+            lines.append(f"busy       {busy}")
+            lines.append(f"balance    max/mean busy = {run['balance_max_over_mean']}")
+    lines.append("per frame  (# done, + started, . waiting)")
+    lines.append(_frame_strip(info["frame_progress"]))
+    return "\n".join(lines)
+
+
+def devices_text(selector: str | None) -> str:
+    from farm.compute.device import candidates, list_devices, missing_driver_hint, selector_from_env
+    from farm.errors import FarmError
+    from farm.schedule import transport
+
+    comm = transport.mpi_world()
+    sel = selector_from_env(selector)
+    devs = list_devices()
+    lines = [] if devs else ["no OpenCL platform found"]
+    try:
+        chosen = [d[0] for d in candidates(sel)]
+        error = ""
+    except FarmError as err:
+        chosen, error = [], str(err)
+    for info, _ in devs:
+        mark = "*" if info in chosen else " "
+        lines.append(f"{mark} {info.describe()}")
+    if chosen:
+        lines.append(f"* = candidates for --device {sel}; one process uses {chosen[0].ref}, "
+                     f"MPI worker k of a node uses candidate k")
+    if error:
+        lines.append(f"selector {sel!r}: {error}")
+    if not any(i.kind == "GPU" for i, _ in devs):
+        lines.append("no GPU: " + missing_driver_hint())
+    if comm is not None:
+        lines = _mpi_bindings(comm, sel) + ([""] + lines if comm.Get_rank() == 0 else [])
+        return "\n".join(lines) if comm.Get_rank() == 0 else ""
+    return "\n".join(lines)
+
+
+def _mpi_bindings(comm, selector: str) -> list[str]:
+    """Gathered on rank 0: the device each worker rank would bind to, per host."""
+    from farm.compute.device import bind_device
+    from farm.errors import FarmError
+    from farm.schedule import transport
+
+    index, host = transport.node_worker_index(comm)
+    rank = comm.Get_rank()
+    if rank == 0:
+        mine = f"rank {rank} on {host}: master (no device)"
+    else:
+        try:
+            info, _ = bind_device(selector, index, share=True)
+            shared = ""
+            try:
+                bind_device(selector, index, share=False)
+            except FarmError:
+                shared = " (shared: needs --share-devices)"
+            mine = f"rank {rank} on {host}: worker {index} of its node -> {info.describe()}{shared}"
+        except FarmError as err:
+            mine = f"rank {rank} on {host}: worker {index}: {err}"
+    rows = comm.gather(mine, root=0)
+    return rows if rank == 0 else []
+
+
+def bench_table(rows: list) -> str:
+    head = f"{'device':<34} {'format':<12} {'workload':<22} {'seconds':>9} {'Giter/s':>9}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        work = f"{r.pixels}px x {r.iterations}"
+        lines.append(f"{r.device[:34]:<34} {r.format:<12} {work:<22} {r.seconds:9.4f} {r.giters:9.2f}")
+    return "\n".join(lines)

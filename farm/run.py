@@ -1,0 +1,196 @@
+"""Render and resume: from a job spec (or a store) to a complete store and a video.
+
+One process: the master runs in the main thread and one worker in a second
+thread on the chosen device. Under ``mpiexec -n N``: rank 0 is the master and
+the store's only writer, ranks 1..N-1 are workers, each bound to one device of
+its node. Both paths share the master and worker loops, so they produce the
+same store bit for bit.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from farm import spec as specmod
+from farm.compute.device import bind_device
+from farm.compute.render import TileRenderer
+from farm.errors import FarmError, Interrupted, RenderFailed, StoreError
+from farm.plan import Plan, make_plan
+from farm.progress import Progress
+from farm.schedule import transport
+from farm.schedule.master import MasterOptions, MasterReport, run_master
+from farm.schedule.worker import run_worker
+from farm.store import layout
+from farm.store.reader import Store
+from farm.store.writer import StoreWriter
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    device: str = "auto"  # see farm.compute.device
+    share_devices: bool = False  # allow more workers than devices on a node
+    video: bool = True  # encode the video when the render completes
+    restart: bool = False  # replace a store made by a different job
+    verify: bool = False  # check every stored tile's crc before resuming
+    progress: bool = True
+    master: MasterOptions = field(default_factory=MasterOptions)
+
+
+def _differences(a: specmod.JobSpec, b: specmod.JobSpec) -> list[str]:
+    pa, pb = specmod.pixel_identity(a), specmod.pixel_identity(b)
+    return [k for k in pa if pa[k] != pb[k]]
+
+
+def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool) -> Plan:
+    """Create the store for ``spec``, or check that the existing one is for the same
+    job (then it resumes). Returns the plan to render."""
+    specmod.check_writable(path, "output.store")
+    if path.exists():
+        try:
+            with Store(path) as old:
+                diff = _differences(old.spec, spec)
+                if not diff:
+                    return old.plan()
+        except StoreError:
+            if not restart:
+                raise
+            diff = ["(unreadable)"]
+        if not restart:
+            raise StoreError(
+                f"output.store: {path} holds a different job (differs in {', '.join(diff)}); "
+                "use --restart to replace it, or --store to choose another path")
+        path.unlink()
+    plan = make_plan(spec)
+    layout.create(path, plan)
+    return plan
+
+
+def _master_session(plan: Plan, store_path: Path, link: transport.MasterLink, workers: int,
+                    options: RenderOptions) -> MasterReport | None:
+    with StoreWriter(store_path, plan, workers=workers) as writer:
+        if options.verify:
+            bad = writer.verify()
+            if bad:
+                print(f"farm: {len(bad)} stored tile(s) failed their checksum and will be "
+                      "rendered again", file=sys.stderr)
+        writer.restore_histograms()
+        pending = writer.pending()
+        if not pending:
+            return None
+        bar = Progress(plan.tasks, "render", done=plan.tasks - len(pending))
+        bar.enabled = options.progress
+        try:
+            return run_master(writer, link, options.master, bar)
+        finally:
+            bar.close()
+
+
+def _finish(report: MasterReport | None, store_path: Path, video: str | None,
+            options: RenderOptions) -> int:
+    if report is not None:
+        if report.end.status == "interrupted":
+            raise Interrupted(f"{report.end.reason}; {store_path} keeps every finished tile: "
+                              f"`farm resume {store_path}` continues")
+        if report.end.status == "failed":
+            raise RenderFailed(f"render failed: {report.end.reason}; finished tiles are saved "
+                               f"in {store_path}")
+    if options.video and video:
+        from farm.encode import encode_video
+
+        with Store(store_path) as store:
+            path = encode_video(store, video, progress=options.progress)
+        print(f"farm: wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _run_in_process(plan: Plan, store_path: Path, options: RenderOptions) -> MasterReport | None:
+    info, device = bind_device(options.device)
+    print(f"farm: rendering on {info.describe()}", file=sys.stderr)
+    link = transport.ThreadMaster([0])
+    thread = threading.Thread(
+        target=run_worker, name="farm-worker", daemon=True,
+        args=(plan, lambda: TileRenderer(device, info, plan), link.link(0)))
+    thread.start()
+    try:
+        return _master_session(plan, store_path, link, 1, options)
+    finally:
+        link.release(0)
+        thread.join(timeout=10)
+
+
+def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = None,
+           options: RenderOptions = RenderOptions()) -> int:
+    """``farm render``: create or resume the store, render what is missing, encode."""
+    store_path = Path(store or spec.output.store)
+    video = video or spec.output.video
+    comm = transport.mpi_world()
+    if comm is not None:
+        return _render_mpi(comm, lambda: (spec, store_path, video), options)
+    if options.video:
+        specmod.check_writable(video, "output.video")
+    plan = prepare_store(spec, store_path, options.restart)
+    return _finish(_run_in_process(plan, store_path, options), store_path, video, options)
+
+
+def resume(store: str, video: str | None = None, options: RenderOptions = RenderOptions()) -> int:
+    """``farm resume STORE``: continue the job the store holds."""
+    store_path = Path(store)
+
+    def job() -> tuple[specmod.JobSpec, Path, str]:
+        with Store(store_path) as s:
+            return s.spec, store_path, video or s.spec.output.video
+
+    comm = transport.mpi_world()
+    if comm is not None:
+        return _render_mpi(comm, job, options)
+    spec, _, video_path = job()
+    with Store(store_path) as s:
+        plan = s.plan()
+    return _finish(_run_in_process(plan, store_path, options), store_path, video_path, options)
+
+
+# ============================================================================ MPI
+
+
+def _render_mpi(comm, job, options: RenderOptions) -> int:
+    """Rank 0: prepare, broadcast the plan, run the master. Others: work."""
+    local_index, host = transport.node_worker_index(comm)
+    if comm.Get_rank() != 0:
+        plan = comm.bcast(None, root=0)
+        if plan is not None:
+            _mpi_worker(comm, plan, local_index, options)
+        return 0
+    plan = None
+    try:
+        spec, store_path, video = job()
+        if options.video:
+            specmod.check_writable(video, "output.video")
+        plan = prepare_store(spec, store_path, options.restart)
+    finally:
+        comm.bcast(plan, root=0)  # None tells the workers to go home
+    link = transport.MpiMaster(comm)
+    print(f"farm: master on {host}, {len(link.workers)} worker(s)", file=sys.stderr)
+    try:
+        report = _master_session(plan, store_path, link, len(link.workers), options)
+    finally:
+        for w in link.workers:  # idempotent: workers already released ignore it
+            link.release(w)
+        link.drain()
+    return _finish(report, store_path, video, options)
+
+
+def _mpi_worker(comm, plan: Plan, local_index: int, options: RenderOptions) -> None:
+    link = transport.MpiWorker(comm)
+
+    def renderer() -> TileRenderer:
+        info, device = bind_device(options.device, local_index, options.share_devices)
+        return TileRenderer(device, info, plan)
+
+    try:
+        run_worker(plan, renderer, link)
+    except FarmError as err:
+        link.lost(str(err))
+        link.close()

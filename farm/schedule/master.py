@@ -1,0 +1,109 @@
+"""The master loop: events from the transport into the scheduler, its instructions out.
+
+The master is the only writer of the store. It polls the transport, feeds every
+event to :class:`~farm.schedule.state.Scheduler`, sends the assignments and
+writes each batch of accepted results (:class:`~farm.store.writer.StoreWriter`)
+while the workers go on computing. SIGTERM, SIGINT and SIGUSR1 become a stop
+request: no new assignments, results in flight are collected for ``grace``
+seconds, then the loop ends as "interrupted".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+
+from farm.progress import Progress
+from farm.schedule.state import Assign, End, Note, Release, Scheduler, StopRequested, Store, Tick
+from farm.schedule.transport import MasterLink
+from farm.store.writer import StoreWriter
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+
+
+@dataclass(frozen=True)
+class MasterOptions:
+    depth: int = 3  # tasks held per worker (queued + running)
+    max_attempts: int = 3
+    worker_failures: int = 3
+    timeout: float = 300.0  # seconds a busy worker may stay silent
+    grace: float = 30.0  # seconds to collect results in flight after a stop request
+
+
+@dataclass
+class MasterReport:
+    end: End
+    wall_s: float
+    busy_s: float  # master time spent writing and deciding (not waiting)
+    tiles: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def busy_share(self) -> float:
+        return self.busy_s / self.wall_s if self.wall_s else 0.0
+
+
+class _Signals:
+    """Turns stop signals into a flag for the loop, and restores handlers after."""
+
+    def __init__(self) -> None:
+        self.caught: str | None = None
+        self._old: dict[int, object] = {}
+
+    def __enter__(self) -> _Signals:
+        for sig in STOP_SIGNALS:
+            with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
+                self._old[sig] = signal.signal(sig, self._catch)
+        return self
+
+    def _catch(self, signum: int, _frame: object) -> None:
+        self.caught = signal.Signals(signum).name
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)  # type: ignore[arg-type]
+
+
+def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = MasterOptions(),
+               progress: Progress | None = None) -> MasterReport:
+    pending = writer.pending()
+    t0 = time.monotonic()
+    sched = Scheduler(pending, list(link.workers), now=t0, depth=options.depth,
+                      max_attempts=options.max_attempts, worker_failures=options.worker_failures,
+                      timeout=options.timeout, grace=options.grace)
+    busy = 0.0
+    stored = 0
+    notes: list[str] = []
+    with _Signals() as signals:
+        while sched.ended is None:
+            events = link.poll(0.05)
+            started = time.monotonic()
+            if signals.caught:
+                events.append(StopRequested(f"received {signals.caught}"))
+                signals.caught = None
+            events.append(Tick())
+            batch = []
+            for event in events:
+                for ins in sched.handle(event, time.monotonic()):
+                    if isinstance(ins, Assign):
+                        link.assign(ins.worker, ins.task)
+                    elif isinstance(ins, Store):
+                        batch.append(ins.payload)
+                    elif isinstance(ins, Release):
+                        link.release(ins.worker)
+                    elif isinstance(ins, Note):
+                        notes.append(ins.text)
+                        lines = ins.text.strip().splitlines()  # a traceback: say where, and what
+                        short = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+                        print(f"farm: {short}", file=sys.stderr)
+            if batch:
+                writer.write(batch)
+                stored += len(batch)
+                if progress:
+                    progress.advance(len(batch))
+            busy += time.monotonic() - started
+    assert isinstance(sched.ended, End)
+    return MasterReport(sched.ended, time.monotonic() - t0, busy, stored, notes)

@@ -1,0 +1,307 @@
+"""Messages between master and workers: in one process (threads) or over MPI.
+
+Both transports give the master a :class:`MasterLink` and each worker a
+:class:`WorkerLink`; the master and worker loops do not know which one they use.
+This is the one module that imports mpi4py, and only when MPI is in use.
+
+MPI messages are numpy buffers sent with mpi4py's buffer (uppercase) calls, never
+pickles, except the plan, broadcast once at start. A tile result is one
+contiguous byte buffer::
+
+    int64[8] header: frame, tile, attempt, height, width, nbins, kernel ns, rank
+    uint32[h*w] iterations | float32[h*w] fraction | int64[nbins] bins | int64[nbins] counts
+
+The master polls with ``Iprobe`` and a growing sleep (0.2 ms up to 20 ms), so it
+notices signals and silent workers while it waits.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import time
+from typing import Protocol
+
+import numpy as np
+
+from farm.compute.render import TileResult
+from farm.schedule.state import Event, Failed, Finished, Heard, Joined, Lost, Task
+from farm.store.writer import Finished as Stored
+
+TAG_TASK, TAG_STOP, TAG_READY, TAG_RESULT, TAG_FAILED, TAG_HEARTBEAT, TAG_LOST = range(7)
+HEADER = 8
+
+
+class MasterLink(Protocol):
+    workers: list[int]
+
+    def poll(self, timeout: float) -> list[Event]: ...
+    def assign(self, worker: int, task: Task) -> None: ...
+    def release(self, worker: int) -> None: ...
+
+
+class WorkerLink(Protocol):
+    rank: int
+
+    def ready(self) -> None: ...
+    def lost(self, error: str) -> None: ...
+    def result(self, task: Task, result: TileResult) -> None: ...
+    def failed(self, task: Task, error: str) -> None: ...
+    def heartbeat(self) -> None: ...
+    def receive(self, timeout: float) -> list[Task | None]: ...  # None: stop
+    def close(self) -> None: ...
+
+
+def stored(result: TileResult, rank: int) -> Stored:
+    return Stored(result.frame, result.tile, result.iterations, result.fraction,
+                  result.hist_bins, result.hist_counts, result.kernel_seconds, rank)
+
+
+# ============================================================================ threads
+
+
+def _drain(q: queue.Queue, timeout: float) -> list:
+    """Everything in ``q``, waiting up to ``timeout`` for the first item."""
+    try:
+        items = [q.get(timeout=timeout) if timeout > 0 else q.get_nowait()]
+    except queue.Empty:
+        return []
+    while True:
+        try:
+            items.append(q.get_nowait())
+        except queue.Empty:
+            return items
+
+
+class ThreadMaster:
+    """Master side of workers that run as threads of this process."""
+
+    def __init__(self, workers: list[int]):
+        self.workers = workers
+        self.inbox: queue.Queue[Event] = queue.Queue()
+        self.outboxes: dict[int, queue.Queue[Task | None]] = {w: queue.Queue() for w in workers}
+
+    def poll(self, timeout: float) -> list[Event]:
+        return _drain(self.inbox, timeout)
+
+    def assign(self, worker: int, task: Task) -> None:
+        self.outboxes[worker].put(task)
+
+    def release(self, worker: int) -> None:
+        self.outboxes[worker].put(None)
+
+    def link(self, worker: int) -> ThreadWorker:
+        return ThreadWorker(worker, self.inbox, self.outboxes[worker])
+
+
+class ThreadWorker:
+    def __init__(self, rank: int, inbox: queue.Queue, outbox: queue.Queue):
+        self.rank, self._to_master, self._from_master = rank, inbox, outbox
+
+    def ready(self) -> None:
+        self._to_master.put(Joined(self.rank))
+
+    def lost(self, error: str) -> None:
+        self._to_master.put(Lost(self.rank, error))
+
+    def result(self, task: Task, result: TileResult) -> None:
+        self._to_master.put(Finished(self.rank, task, stored(result, self.rank)))
+
+    def failed(self, task: Task, error: str) -> None:
+        self._to_master.put(Failed(self.rank, task, error))
+
+    def heartbeat(self) -> None:
+        self._to_master.put(Heard(self.rank))
+
+    def receive(self, timeout: float) -> list[Task | None]:
+        return _drain(self._from_master, timeout)
+
+    def close(self) -> None:
+        pass
+
+
+# ============================================================================ MPI
+
+
+def mpi_world():
+    """COMM_WORLD when this process was started by an MPI launcher with more than
+    one process, else None (then mpi4py is not even imported)."""
+    launched = any(v in os.environ for v in (
+        "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "HYDRA_CONTROL_FD"))
+    if not launched and "mpi4py.MPI" not in sys.modules:
+        return None
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    return comm if comm.Get_size() > 1 else None
+
+
+def node_worker_index(comm) -> tuple[int, str]:
+    """(index of this rank among the worker ranks of its node, host name).
+
+    Collective: every rank, the master too, must call it."""
+    from mpi4py import MPI
+
+    rank = comm.Get_rank()
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
+    ranks = node.allgather(rank)
+    node.Free()
+    workers_here = [r for r in ranks if r != 0]
+    index = workers_here.index(rank) if rank != 0 else -1
+    return index, MPI.Get_processor_name()
+
+
+def _text(data: str) -> np.ndarray:
+    return np.frombuffer(data.encode("utf-8", "replace"), dtype=np.uint8).copy()
+
+
+def _task_buffer(task: Task) -> np.ndarray:
+    return np.array([task.frame, task.tile, task.attempt], dtype=np.int64)
+
+
+def pack_result(task: Task, result: TileResult, rank: int) -> np.ndarray:
+    h, w = result.iterations.shape
+    n = len(result.hist_bins)
+    header = np.array([task.frame, task.tile, task.attempt, h, w, n,
+                       int(result.kernel_seconds * 1e9), rank], dtype=np.int64)
+    parts = [header, result.iterations, result.fraction, result.hist_bins, result.hist_counts]
+    return np.concatenate([np.ascontiguousarray(p).view(np.uint8).ravel() for p in parts])
+
+
+def unpack_result(buf: np.ndarray) -> tuple[Task, Stored]:
+    header = buf[: HEADER * 8].view(np.int64)
+    frame, tile, attempt, h, w, n, ns, rank = (int(x) for x in header)
+    pos = HEADER * 8
+
+    def take(dtype: type, count: int) -> np.ndarray:
+        nonlocal pos
+        size = np.dtype(dtype).itemsize * count
+        part: np.ndarray = buf[pos:pos + size].view(dtype)
+        pos += size
+        return part
+
+    it = take(np.uint32, h * w).reshape(h, w)
+    fr = take(np.float32, h * w).reshape(h, w)
+    bins, counts = take(np.int64, n), take(np.int64, n)
+    return Task(frame, tile, attempt), Stored(frame, tile, it, fr, bins, counts, ns * 1e-9, rank)
+
+
+def _collect(comm, source: int, timeout: float) -> list[tuple[int, int, np.ndarray]]:
+    """Receive every message waiting from ``source`` as (source, tag, bytes); when
+    none is waiting, probe again after 0.2 ms, doubling up to 20 ms, until ``timeout``."""
+    from mpi4py import MPI
+
+    status = MPI.Status()
+    deadline = time.monotonic() + timeout
+    sleep = 0.0002
+    out: list[tuple[int, int, np.ndarray]] = []
+    while True:
+        while comm.Iprobe(source=source, tag=MPI.ANY_TAG, status=status):
+            buf = np.empty(status.Get_count(MPI.BYTE), dtype=np.uint8)
+            src, tag = status.Get_source(), status.Get_tag()
+            comm.Recv([buf, MPI.BYTE], source=src, tag=tag)
+            out.append((src, tag, buf))
+        remaining = deadline - time.monotonic()
+        if out or remaining <= 0:
+            return out
+        time.sleep(min(sleep, remaining))
+        sleep = min(sleep * 2, 0.02)
+
+
+class MpiMaster:
+    def __init__(self, comm):
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.comm = comm
+        self.workers = list(range(1, comm.Get_size()))
+        self._sends: list = []
+        self._released: set[int] = set()
+
+    def poll(self, timeout: float) -> list[Event]:
+        messages = _collect(self.comm, self.MPI.ANY_SOURCE, timeout)
+        self._sends = [r for r in self._sends if not r[0].Test()]
+        return [self._event(src, tag, buf) for src, tag, buf in messages]
+
+    def _event(self, src: int, tag: int, buf: np.ndarray) -> Event:
+        if tag == TAG_RESULT:
+            task, result = unpack_result(buf)
+            return Finished(src, task, result)
+        if tag == TAG_FAILED:
+            frame, tile, attempt = (int(x) for x in buf[:24].view(np.int64))
+            return Failed(src, Task(frame, tile, attempt), bytes(buf[24:]).decode("utf-8", "replace"))
+        if tag == TAG_READY:
+            return Joined(src)
+        if tag == TAG_HEARTBEAT:
+            return Heard(src)
+        if tag == TAG_LOST:
+            return Lost(src, bytes(buf).decode("utf-8", "replace"))
+        raise RuntimeError(f"unexpected message tag {tag} from rank {src}")
+
+    def _isend(self, buf: np.ndarray, dest: int, tag: int) -> None:
+        req = self.comm.Isend([buf, self.MPI.BYTE], dest=dest, tag=tag)
+        self._sends.append((req, buf))  # keep the buffer alive until sent
+
+    def assign(self, worker: int, task: Task) -> None:
+        self._isend(_task_buffer(task).view(np.uint8), worker, TAG_TASK)
+
+    def release(self, worker: int) -> None:
+        if worker not in self._released:
+            self._released.add(worker)
+            self._isend(np.zeros(0, dtype=np.uint8), worker, TAG_STOP)
+
+    def drain(self, seconds: float = 2.0) -> None:
+        """Wait (bounded) for our sends; drop any results still arriving."""
+        deadline = time.monotonic() + seconds
+        while self._sends and time.monotonic() < deadline:
+            self.poll(0.01)
+        for req, _ in self._sends:
+            req.Cancel()
+
+
+class MpiWorker:
+    def __init__(self, comm):
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self._sends: list = []
+
+    def _send(self, buf: np.ndarray, tag: int) -> None:
+        req = self.comm.Isend([buf, self.MPI.BYTE], dest=0, tag=tag)
+        self._sends.append((req, buf))
+        self._sends = [r for r in self._sends if not r[0].Test()]
+
+    def ready(self) -> None:
+        self._send(np.zeros(0, dtype=np.uint8), TAG_READY)
+
+    def lost(self, error: str) -> None:
+        self._send(_text(error), TAG_LOST)
+
+    def result(self, task: Task, result: TileResult) -> None:
+        self._send(pack_result(task, result, self.rank), TAG_RESULT)
+
+    def failed(self, task: Task, error: str) -> None:
+        self._send(np.concatenate([_task_buffer(task).view(np.uint8), _text(error)]), TAG_FAILED)
+
+    def heartbeat(self) -> None:
+        self._send(np.zeros(0, dtype=np.uint8), TAG_HEARTBEAT)
+
+    def receive(self, timeout: float) -> list[Task | None]:
+        msgs: list[Task | None] = []
+        for _, tag, buf in _collect(self.comm, 0, timeout):
+            if tag == TAG_STOP:
+                msgs.append(None)
+            else:
+                frame, tile, attempt = (int(x) for x in buf.view(np.int64))
+                msgs.append(Task(frame, tile, attempt))
+        return msgs
+
+    def close(self) -> None:
+        """Wait (bounded) for outstanding sends so the master gets our last words."""
+        deadline = time.monotonic() + 5.0
+        while self._sends and time.monotonic() < deadline:
+            self._sends = [r for r in self._sends if not r[0].Test()]
+            time.sleep(0.001)

@@ -1,0 +1,77 @@
+"""The worker loop: take tasks, keep the device busy, send results back.
+
+A worker keeps up to ``pipeline`` tiles launched on its device (two by default):
+while the device computes one, the host finishes and sends the one before. Tasks
+the master sends ahead wait in a local queue. An exception in a tile is sent to
+the master with its traceback, and the worker carries on; the master decides
+about retries and exclusion. A stop message ends the worker at once (anything
+still queued or running is the master's to re-assign or drop).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+
+from farm.compute.render import TileRenderer, wait_any
+from farm.plan import Plan
+from farm.schedule.state import Task
+from farm.schedule.transport import WorkerLink
+
+HEARTBEAT_S = 5.0
+
+
+def _injected_failure(rank: int) -> None:
+    """Testing aid: ``FARM_TEST_FAIL_RANKS=2,3`` makes those ranks fail every tile."""
+    ranks = os.environ.get("FARM_TEST_FAIL_RANKS", "")
+    if str(rank) in ranks.split(","):
+        raise RuntimeError(f"injected failure on rank {rank} (FARM_TEST_FAIL_RANKS)")
+
+
+def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: WorkerLink,
+               pipeline: int = 2) -> None:
+    try:
+        renderer = make_renderer()
+    except Exception as err:  # device missing, build failure: the master must hear of it
+        link.lost(f"{type(err).__name__}: {err}")
+        link.close()
+        return
+    link.ready()
+    queued: deque[Task] = deque()
+    running: deque = deque()  # (task, launch)
+    last_sent = time.monotonic()
+    try:
+        while True:
+            busy = bool(queued or running)
+            messages = link.receive(0.0 if busy else HEARTBEAT_S)
+            if None in messages:
+                return
+            queued.extend(m for m in messages if m is not None)
+
+            while queued and len(running) < pipeline:
+                task = queued.popleft()
+                try:
+                    _injected_failure(link.rank)
+                    frame = plan.frames[task.frame]
+                    running.append((task, renderer.launch(frame, plan.grid.tile(task.tile))))
+                except Exception:
+                    link.failed(task, traceback.format_exc())
+                    last_sent = time.monotonic()
+
+            if running:
+                task, launch = running[0]
+                if wait_any(launch, deadline=time.monotonic() + 0.05):
+                    running.popleft()
+                    try:
+                        link.result(task, renderer.finish(launch))
+                    except Exception:
+                        link.failed(task, traceback.format_exc())
+                    last_sent = time.monotonic()
+            if time.monotonic() - last_sent > HEARTBEAT_S:
+                link.heartbeat()
+                last_sent = time.monotonic()
+    finally:
+        link.close()

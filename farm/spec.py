@@ -1,0 +1,359 @@
+"""The job spec: TOML in, a frozen :class:`JobSpec` out, and back to canonical TOML.
+
+A spec is validated completely before anything is written. Every problem is a
+:class:`~farm.errors.SpecError` whose message names the field (``view.width``)
+and says what is allowed. Coordinates stay decimal strings here; they are
+turned into numbers at full precision by :mod:`farm.numerics`, never through a
+Python float.
+
+The canonical text (:func:`canonical_text`) is the spec with every default
+filled in, in a fixed order. The store keeps it as its ``spec`` attribute, so a
+store alone says how to resume it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import os
+import re
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from farm.color.palettes import STOPS
+from farm.errors import SpecError
+
+PALETTES = tuple(STOPS)
+
+PRECISIONS = ("auto", "f64", "fp128", "quad-single", "perturb")
+MAX_ITER_LIMIT = 10_000_000  # histogram rows are max_iter+1 int64 bins
+MAX_SIDE = 32768
+MAX_PIXELS = 1 << 28
+# fp128 holds 32 integer bits: |z|^2 of the step after escape must fit (see kernels/fp128.cl).
+ESCAPE_RADIUS_RANGE = (2.0, 128.0)
+_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+@dataclass(frozen=True)
+class View:
+    center: tuple[str, str]  # decimal strings: real, imaginary
+    width: tuple[str, str]  # decimal strings: first and last frame, complex-plane units
+
+
+@dataclass(frozen=True)
+class Image:
+    size: tuple[int, int]  # (W, H) pixels
+
+
+@dataclass(frozen=True)
+class Animation:
+    frames: int
+    fps: int = 30
+
+
+@dataclass(frozen=True)
+class Iterations:
+    max: int | str = "auto"  # an int, or "auto" (rises with depth, see farm.plan.frames)
+    escape_radius: float = 2.0
+
+
+@dataclass(frozen=True)
+class Render:
+    precision: str = "auto"
+    tile: tuple[int, int] = (512, 512)  # (width, height) pixels; also the store's chunk
+
+
+@dataclass(frozen=True)
+class Color:
+    palette: str = "classic"
+    cycles: float = 3.0  # palette repetitions over the equalised range
+    smoothing: int = 4  # frames on each side whose CDFs are averaged (0: none)
+
+
+@dataclass(frozen=True)
+class Output:
+    store: str
+    video: str
+    crf: int = 18
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    view: View
+    image: Image
+    animation: Animation
+    iterations: Iterations
+    render: Render
+    color: Color
+    output: Output
+
+    @property
+    def frames(self) -> int:
+        return self.animation.frames
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.image.size
+
+
+# --------------------------------------------------------------------------- field parsers
+# Each parser takes (value, field) and returns the parsed value or raises SpecError.
+
+
+def _decimal(value: Any, field: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, str):
+        hint = " (write it in quotes so no digit is lost)" if isinstance(value, float | int) else ""
+        raise SpecError(field, f"must be a decimal number in a string, got {value!r}{hint}")
+    text = value.strip()
+    if not _DECIMAL.fullmatch(text):
+        raise SpecError(field, f"{value!r} is not a decimal number (like \"-0.75\" or \"1e-20\")")
+    return text
+
+
+def _center(value: Any, field: str) -> tuple[str, str]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise SpecError(field, "must be two decimal strings [real, imaginary]")
+    parts = tuple(_decimal(v, f"{field}[{k}]") for k, v in enumerate(value))
+    for k, part in enumerate(parts):
+        if abs(Fraction(part)) > 1000:
+            raise SpecError(f"{field}[{k}]", f"{part} is too far out: |coordinate| <= 1000")
+    return parts  # type: ignore[return-value]
+
+
+def _widths(value: Any, field: str) -> tuple[str, str]:
+    if isinstance(value, str):
+        value = [value, value]
+    if not isinstance(value, list) or len(value) != 2:
+        raise SpecError(field, "must be [first, last] as decimal strings (or one string)")
+    parts = tuple(_decimal(v, f"{field}[{k}]") for k, v in enumerate(value))
+    for k, part in enumerate(parts):
+        w = Fraction(part)
+        if w <= 0:
+            raise SpecError(f"{field}[{k}]", f"{part} must be > 0")
+        if w > 1000:
+            raise SpecError(f"{field}[{k}]", f"{part} is absurdly wide: width <= 1000")
+    return parts  # type: ignore[return-value]
+
+
+def _int_in(lo: int, hi: int) -> Callable[[Any, str], int]:
+    def parse(value: Any, field: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SpecError(field, f"must be an integer from {lo} to {hi}, got {value!r}")
+        if not lo <= value <= hi:
+            raise SpecError(field, f"{value} is out of range: {lo} to {hi}")
+        return value
+
+    return parse
+
+
+def _float_in(lo: float, hi: float) -> Callable[[Any, str], float]:
+    def parse(value: Any, field: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SpecError(field, f"must be a number from {lo:g} to {hi:g}, got {value!r}")
+        if not lo <= value <= hi:
+            raise SpecError(field, f"{value} is out of range: {lo:g} to {hi:g}")
+        return float(value)
+
+    return parse
+
+
+def _pair(item: Callable[[Any, str], int], what: str) -> Callable[[Any, str], tuple[int, int]]:
+    def parse(value: Any, field: str) -> tuple[int, int]:
+        if not isinstance(value, list) or len(value) != 2:
+            raise SpecError(field, f"must be {what}")
+        return (item(value[0], f"{field}[0]"), item(value[1], f"{field}[1]"))
+
+    return parse
+
+
+def _size(value: Any, field: str) -> tuple[int, int]:
+    w, h = _pair(_int_in(1, MAX_SIDE), "[width, height] in pixels")(value, field)
+    if w * h > MAX_PIXELS:
+        raise SpecError(field, f"{w}x{h} is {w * h} pixels; at most {MAX_PIXELS} per frame")
+    return (w, h)
+
+
+def _max_iter(value: Any, field: str) -> int | str:
+    if value == "auto":
+        return "auto"
+    if isinstance(value, str):
+        raise SpecError(field, f'must be "auto" or an integer, got {value!r}')
+    return _int_in(1, MAX_ITER_LIMIT)(value, field)
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
+    def parse(value: Any, field: str) -> str:
+        if value not in options:
+            allowed = " | ".join(options)
+            raise SpecError(field, f"{value!r} is not one of: {allowed}")
+        return str(value)
+
+    return parse
+
+
+def _path(suffixes: tuple[str, ...]) -> Callable[[Any, str], str]:
+    def parse(value: Any, field: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise SpecError(field, "must be a file path in a string")
+        if not value.endswith(suffixes):
+            raise SpecError(field, f"{value!r} must end with {' or '.join(suffixes)}")
+        return value
+
+    return parse
+
+
+REQUIRED = object()
+
+# section -> key -> (parser, default). Order here is the canonical order.
+SCHEMA: dict[str, dict[str, tuple[Callable[[Any, str], Any], Any]]] = {
+    "view": {"center": (_center, REQUIRED), "width": (_widths, REQUIRED)},
+    "image": {"size": (_size, REQUIRED)},
+    "animation": {"frames": (_int_in(1, 100_000), REQUIRED), "fps": (_int_in(1, 240), 30)},
+    "iterations": {
+        "max": (_max_iter, "auto"),
+        "escape_radius": (_float_in(*ESCAPE_RADIUS_RANGE), 2.0),
+    },
+    "render": {
+        "precision": (_choice(PRECISIONS), "auto"),
+        "tile": (_pair(_int_in(8, 4096), "[width, height] in pixels"), (512, 512)),
+    },
+    "color": {
+        "palette": (_choice(PALETTES), "classic"),
+        "cycles": (_float_in(0.01, 1000.0), 3.0),
+        "smoothing": (_int_in(0, 1000), 4),
+    },
+    "output": {
+        "store": (_path((".h5", ".hdf5")), None),
+        "video": (_path((".mp4",)), None),
+        "crf": (_int_in(0, 51), 18),
+    },
+}
+_CLASSES = {
+    "view": View, "image": Image, "animation": Animation, "iterations": Iterations,
+    "render": Render, "color": Color, "output": Output,
+}
+
+
+def _unknown(kind: str, name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown {kind}{hint} (allowed: {', '.join(known)})"
+
+
+def from_dict(data: dict[str, Any], name: str = "job", source: str | None = None) -> JobSpec:
+    """Validate a parsed TOML document; ``name`` gives the default output paths."""
+    for section in data:
+        if section not in SCHEMA:
+            raise SpecError(section, _unknown("section", section, list(SCHEMA)), source)
+    sections = {}
+    for section, fields in SCHEMA.items():
+        given = data.get(section, {})
+        if not isinstance(given, dict):
+            raise SpecError(section, "must be a [table]", source)
+        for key in given:
+            if key not in fields:
+                raise SpecError(f"{section}.{key}", _unknown("key", key, list(fields)), source)
+        values = {}
+        for key, (parse, default) in fields.items():
+            field = f"{section}.{key}"
+            if key in given:
+                try:
+                    values[key] = parse(given[key], field)
+                except SpecError as err:
+                    raise SpecError(err.field, err.message, source) from None
+            elif default is REQUIRED:
+                raise SpecError(field, "is required", source)
+            elif default is None:  # output paths default from the job name
+                ext = ".h5" if key == "store" else ".mp4"
+                values[key] = f"renders/{name}{ext}"
+            else:
+                values[key] = default
+        sections[section] = _CLASSES[section](**values)
+    return JobSpec(**sections)
+
+
+def parse_text(text: str, name: str = "job", source: str | None = None) -> JobSpec:
+    """Parse TOML text; syntax errors name the line."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise SpecError("TOML", str(err), source) from None
+    return from_dict(data, name=name, source=source)
+
+
+def load(path: str | os.PathLike[str]) -> JobSpec:
+    """Read and validate a job file; output paths default to ``renders/<stem>.*``."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError("job file", f"{p} does not exist") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecError("job file", f"{p} cannot be read: {err}") from None
+    return parse_text(text, name=p.stem, source=str(p))
+
+
+# --------------------------------------------------------------------------- canonical text
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string of printable text is a TOML basic string
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def canonical_text(spec: JobSpec) -> str:
+    """The spec with all defaults, in schema order: stable text for the store and hashing."""
+    lines = []
+    for section in SCHEMA:
+        lines.append(f"[{section}]")
+        for key, value in dataclasses.asdict(getattr(spec, section)).items():
+            lines.append(f"{key} = {_toml_value(value)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+# Sections and keys that decide the stored pixels. Colour, output paths and fps may
+# change between runs of the same store; these may not.
+PIXEL_FIELDS = ("view", "image", "animation.frames", "iterations", "render")
+
+
+def pixel_identity(spec: JobSpec) -> dict[str, Any]:
+    """What must match for a store to be resumed with this spec."""
+    out: dict[str, Any] = {}
+    for name in PIXEL_FIELDS:
+        section, _, key = name.partition(".")
+        part = dataclasses.asdict(getattr(spec, section))
+        out[name] = part[key] if key else part
+    return out
+
+
+def spec_hash(spec: JobSpec) -> str:
+    return hashlib.sha256(canonical_text(spec).encode()).hexdigest()[:16]
+
+
+def check_writable(path: str | os.PathLike[str], field: str) -> None:
+    """Raise SpecError unless ``path`` could be created or overwritten. Writes nothing."""
+    p = Path(path).absolute()
+    if p.is_dir():
+        raise SpecError(field, f"{path} is a directory, not a file")
+    parent = p.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise SpecError(field, f"cannot create {path}: {parent} is not a directory")
+    target = p if p.exists() else parent
+    if not os.access(target, os.W_OK):
+        raise SpecError(field, f"cannot write {path}: {target} is not writable")

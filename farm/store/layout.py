@@ -1,0 +1,114 @@
+"""The HDF5 store's layout, and its creation.
+
+Every dataset is created, at its final size, when the store is created; a render
+never changes HDF5 metadata afterwards. It only overwrites raw bytes at fixed
+offsets (see :mod:`farm.store.writer`), so a process killed at any moment cannot
+leave the file unreadable. The store is created under a temporary name and
+renamed into place, so it exists complete or not at all.
+
+Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
+
+    /                       attrs: spec (canonical TOML), format, created
+    iterations  uint32 (F, H, W)  escape counts; chunk = one tile (1, th, tw)
+    fraction    float32 (F, H, W) smooth offset d: continuous count n + d
+    done        uint8 (F, T)      1 when the tile's data above is durable
+    histogram   int64 (F, N)      histogram[f, n] = pixels of frame f with count n
+    frame_done  uint8 (F,)        1 when histogram[f] is written (all tiles done)
+    frames/width       S40 (F,)   width as a decimal string (25 digits)
+    frames/max_iter    int64 (F,)
+    frames/precision   S16 (F,)   f64 | fp128 | quad-single | perturb
+    tiles/seconds      float32 (F, T)  device time of the tile's kernel
+    tiles/rank         int16 (F, T)    MPI rank that rendered it (0: in-process)
+    tiles/run          int16 (F, T)    index into runs
+    tiles/finished     float64 (F, T)  unix time the master received it
+    tiles/crc          uint32 (F, T)   crc32 of the tile's iterations then fraction bytes
+    runs        (RUNS,) started f8, workers i4: one row per render or resume
+
+Chunks of edge tiles are full-sized; the part outside the image is zero. Storage
+that was never written reads as zero (a new file's unwritten ranges are holes).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+import farm.numerics as num
+from farm.plan import Plan
+from farm.spec import canonical_text
+
+FORMAT = "zoomfarm-store/1"
+RUNS = 4096
+RUN_DTYPE = np.dtype([("started", "<f8"), ("workers", "<i4")])
+
+# name -> (dtype, shape kind); shape kinds: "pixels" (F,H,W), "tiles" (F,T), "frames" (F,)
+TILE_META = {
+    "tiles/seconds": "<f4",
+    "tiles/rank": "<i2",
+    "tiles/run": "<i2",
+    "tiles/finished": "<f8",
+    "tiles/crc": "<u4",
+}
+
+
+def _fixed(group: h5py.Group, name: str, shape: tuple[int, ...], dtype: str | np.dtype,
+            chunks: tuple[int, ...] | None = None) -> h5py.Dataset:
+    """A dataset whose storage is allocated now and never filled: raw writes go in place."""
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    if chunks:
+        dcpl.set_chunk(chunks)
+    else:
+        dcpl.set_layout(h5py.h5d.CONTIGUOUS)
+    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    return group.create_dataset(name, shape=shape, dtype=dtype, dcpl=dcpl)
+
+
+def create(path: str | os.PathLike[str], plan: Plan) -> None:
+    """Create an empty store for ``plan`` at ``path`` (atomically; replaces nothing)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    spec = plan.spec
+    w, h = spec.size
+    tw, th = spec.render.tile
+    f_count, t_count = len(plan.frames), plan.grid.count
+    try:
+        with h5py.File(tmp, "w", libver="earliest") as f:
+            f.attrs["spec"] = canonical_text(spec)
+            f.attrs["format"] = FORMAT
+            f.attrs["created"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+            _fixed(f, "iterations", (f_count, h, w), "<u4", chunks=(1, th, tw))
+            _fixed(f, "fraction", (f_count, h, w), "<f4", chunks=(1, th, tw))
+            _fixed(f, "done", (f_count, t_count), "u1")
+            _fixed(f, "histogram", (f_count, plan.bins), "<i8")
+            _fixed(f, "frame_done", (f_count,), "u1")
+            for name, dtype in TILE_META.items():
+                _fixed(f, name, (f_count, t_count), dtype)
+            _fixed(f, "runs", (RUNS,), RUN_DTYPE)
+            f["frames/width"] = np.array([_width_text(fr.width) for fr in plan.frames], "S40")
+            f["frames/max_iter"] = np.array([fr.max_iter for fr in plan.frames], "<i8")
+            f["frames/precision"] = np.array([fr.precision for fr in plan.frames], "S16")
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        if path.exists():
+            raise FileExistsError(path)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _width_text(width: object) -> str:
+    return num.decimal_text(width, 25)
+
+
+def offsets(f: h5py.File) -> dict[str, int]:
+    """Byte offset of every contiguous dataset (where raw writes go)."""
+    names = ["done", "histogram", "frame_done", "runs", *TILE_META]
+    return {n: f[n].id.get_offset() for n in names}
+

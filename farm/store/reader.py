@@ -1,0 +1,125 @@
+"""Read-only access to a store: its spec and plan, frames, histograms and progress.
+
+Readers open the file with h5py in read mode; they may run while a render writes
+(the writer never holds HDF5 open), e.g. ``farm status`` from a second shell.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from farm import spec as specmod
+from farm.errors import StoreError
+from farm.plan import Plan, make_plan
+from farm.store import layout
+
+
+class Store:
+    """A store opened for reading. Use as a context manager."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        if not self.path.exists():
+            raise StoreError(f"store: {path} does not exist")
+        try:
+            self.file = h5py.File(self.path, "r", locking="best-effort")
+        except OSError as err:
+            raise StoreError(f"store: {path} is not a readable HDF5 file ({err})") from None
+        if self.file.attrs.get("format") != layout.FORMAT:
+            self.file.close()
+            raise StoreError(f"store: {path} is not a zoomfarm store (no format {layout.FORMAT!r})")
+        self.spec_text = str(self.file.attrs["spec"])
+        self.spec = specmod.parse_text(self.spec_text, source=f"{path}:spec")
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.file.close()
+
+    # ------------------------------------------------------------------ plan
+    def plan(self) -> Plan:
+        """The plan the store was created with: the stored per-frame iteration limits
+        and formats win over what this version of the farm would choose now."""
+        max_iter = [int(m) for m in self.file["frames/max_iter"][...]]
+        fmt = [p.decode() for p in self.file["frames/precision"][...]]
+        return make_plan(self.spec, stored=list(zip(max_iter, fmt, strict=True)))
+
+    # ------------------------------------------------------------------ data
+    @property
+    def frames(self) -> int:
+        return int(self.file["iterations"].shape[0])
+
+    def done(self) -> np.ndarray:
+        return self.file["done"][...].astype(bool)
+
+    def frame_done(self) -> np.ndarray:
+        return self.file["frame_done"][...].astype(bool)
+
+    def iterations(self, frame: int) -> np.ndarray:
+        return self.file["iterations"][frame]
+
+    def fraction(self, frame: int) -> np.ndarray:
+        return self.file["fraction"][frame]
+
+    def histogram(self, frame: int) -> np.ndarray:
+        return self.file["histogram"][frame]
+
+    # ------------------------------------------------------------------ progress
+    def status(self, now: float | None = None) -> dict[str, Any]:
+        """Progress, rate, ETA and per-rank balance of the latest run (for ``farm status``)."""
+        now = time.time() if now is None else now
+        done = self.done()
+        frame_done = self.frame_done()
+        f_count, t_count = done.shape
+        finished = self.file["tiles/finished"][...]
+        run = self.file["tiles/run"][...]
+        rank = self.file["tiles/rank"][...]
+        seconds = self.file["tiles/seconds"][...]
+        runs = self.file["runs"][...]
+        started = runs["started"]
+        run_ids = np.flatnonzero(started > 0)
+        out: dict[str, Any] = {
+            "store": str(self.path),
+            "frames": f_count,
+            "tiles_per_frame": t_count,
+            "tiles_done": int(done.sum()),
+            "tiles_total": int(done.size),
+            "frames_complete": int(frame_done.sum()),
+            "frame_progress": [round(float(x), 4) for x in done.mean(axis=1)],
+            "runs": int(len(run_ids)),
+            "complete": bool(frame_done.all()),
+        }
+        if len(run_ids) == 0:
+            return out
+        last = int(run_ids[-1])
+        mine = done & (run == last)
+        out["run"] = {"index": last, "started": float(started[last]),
+                      "workers": int(runs["workers"][last]), "tiles": int(mine.sum())}
+        if mine.any():
+            t_end = float(finished[mine].max())
+            elapsed = max(t_end - float(started[last]), 1e-9)
+            rate = float(mine.sum()) / elapsed
+            remaining = int((~done).sum())
+            out["run"].update({
+                "elapsed_s": round(elapsed, 3),
+                "tiles_per_s": round(rate, 4),
+                "eta_s": round(remaining / rate, 1) if remaining else 0.0,
+                "last_tile_age_s": round(now - t_end, 1),
+            })
+            busy = {int(r): float(seconds[mine & (rank == r)].sum()) for r in np.unique(rank[mine])}
+            mean = sum(busy.values()) / len(busy)
+            out["run"]["busy_s"] = {str(r): round(b, 3) for r, b in sorted(busy.items())}
+            out["run"]["busy_share"] = {str(r): round(b / elapsed, 4) for r, b in sorted(busy.items())}
+            out["run"]["balance_max_over_mean"] = round(max(busy.values()) / mean, 4) if mean else None
+        return out
+

@@ -1,0 +1,220 @@
+"""The master's writer: raw writes at fixed offsets, ordered so that nothing is lost.
+
+The store's datasets were allocated when it was created (:mod:`farm.store.layout`),
+so writing a tile means writing its bytes where HDF5 already expects them; the
+HDF5 library is never open for writing during a render. A batch of finished tiles
+is written in this order:
+
+1. each tile's chunk of ``iterations`` and ``fraction`` and its ``tiles/*`` entries;
+2. ``fdatasync``: the data is durable;
+3. each tile's ``done`` byte (a one-byte write is atomic);
+4. for every frame whose tiles are now all done: its ``histogram`` row,
+   ``fdatasync``, then its ``frame_done`` byte.
+
+A process killed anywhere leaves every ``done`` tile intact; a tile whose bytes
+were half written has ``done = 0`` and is rendered again. A power loss between
+steps is covered by the ``fdatasync`` ordering and by ``tiles/crc`` (``verify``).
+
+Histograms: the device histogram of each tile is summed in memory per frame and
+written once, when the frame completes, so no row is ever counted twice. After a
+resume, frames that were part-done get their sums back from the stored counts of
+their done tiles (:meth:`StoreWriter.restore_histograms`): a tile's histogram is
+by definition the bincount of its stored counts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from farm.plan import Plan
+from farm.store import layout
+
+
+@dataclass
+class Finished:
+    """A tile result as the writer takes it."""
+
+    frame: int
+    tile: int
+    iterations: np.ndarray  # uint32 (height, width) of the tile
+    fraction: np.ndarray  # float32 (height, width)
+    hist_bins: np.ndarray  # int64
+    hist_counts: np.ndarray  # int64
+    seconds: float  # device time
+    rank: int
+
+
+def _chunk_offsets(dset: h5py.Dataset, grid_nx: int, tw: int, th: int) -> np.ndarray:
+    """Byte offset of each tile's chunk, shape (F, T)."""
+    f_count = dset.shape[0]
+    t_count = grid_nx * (-(-dset.shape[1] // th))
+    out = np.full((f_count, t_count), -1, dtype=np.int64)
+
+    def note(info) -> None:
+        f, y, x = info.chunk_offset
+        out[f, (y // th) * grid_nx + x // tw] = info.byte_offset
+
+    if hasattr(dset.id, "chunk_iter"):
+        dset.id.chunk_iter(note)
+    else:
+        for i in range(dset.id.get_num_chunks()):
+            note(dset.id.get_chunk_info(i))
+    if (out < 0).any():
+        raise RuntimeError(f"{dset.name}: some chunks are not allocated")
+    return out
+
+
+class StoreWriter:
+    """Open store for raw writes (one per render, in the master)."""
+
+    def __init__(self, path: str | os.PathLike[str], plan: Plan, workers: int = 1):
+        self.path = Path(path)
+        self.plan = plan
+        grid = plan.grid
+        self.tw, self.th = grid.tile_w, grid.tile_h
+        with h5py.File(self.path, "r") as f:
+            self.offsets = layout.offsets(f)
+            self.chunks = {name: _chunk_offsets(f[name], grid.nx, self.tw, self.th)
+                           for name in ("iterations", "fraction")}
+            self.done = f["done"][...].astype(bool)
+            self.frame_done = f["frame_done"][...].astype(bool)
+            started = f["runs"]["started"]
+        self.bins = plan.bins
+        self.tiles = grid.count
+        self.fd = os.open(self.path, os.O_RDWR)
+        free = np.flatnonzero(started == 0)
+        self.run = int(free[0]) if len(free) else layout.RUNS - 1
+        row = np.array([(time.time(), workers)], dtype=layout.RUN_DTYPE)
+        self._pwrite(row.tobytes(), self.offsets["runs"] + self.run * layout.RUN_DTYPE.itemsize)
+        self.hist: dict[int, np.ndarray] = {}
+
+    # ------------------------------------------------------------------ raw access
+    def _pwrite(self, data: bytes, offset: int) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(self.fd, view, offset)
+            view, offset = view[n:], offset + n
+
+    def _tile_meta_offset(self, name: str, frame: int, tile: int) -> int:
+        """Offset of element (frame, tile) of a (F, T) dataset: tiles/* or done."""
+        itemsize = np.dtype(layout.TILE_META.get(name, "u1")).itemsize
+        return self.offsets[name] + (frame * self.tiles + tile) * itemsize
+
+    def _chunk_bytes(self, arr: np.ndarray, dtype: str) -> bytes:
+        buf = np.zeros((self.th, self.tw), dtype=dtype)
+        buf[: arr.shape[0], : arr.shape[1]] = arr
+        return buf.tobytes()
+
+    def read_tile(self, frame: int, tile: int) -> tuple[np.ndarray, np.ndarray]:
+        """(iterations, fraction) of a stored tile, cropped to the image."""
+        t = self.plan.grid.tile(tile)
+        out = []
+        for name, dtype in (("iterations", "<u4"), ("fraction", "<f4")):
+            raw = os.pread(self.fd, self.th * self.tw * 4, int(self.chunks[name][frame, tile]))
+            out.append(np.frombuffer(raw, dtype=dtype).reshape(self.th, self.tw)[: t.height, : t.width])
+        return out[0], out[1]
+
+    # ------------------------------------------------------------------ writes
+    def write(self, results: Iterable[Finished]) -> list[int]:
+        """Store a batch of tiles durably; returns the frames that became complete."""
+        results = [r for r in results if not self.done[r.frame, r.tile]]
+        if not results:
+            return []
+        now = time.time()
+        for r in results:
+            it = self._chunk_bytes(r.iterations, "<u4")
+            fr = self._chunk_bytes(r.fraction, "<f4")
+            self._pwrite(it, int(self.chunks["iterations"][r.frame, r.tile]))
+            self._pwrite(fr, int(self.chunks["fraction"][r.frame, r.tile]))
+            meta = {"tiles/seconds": r.seconds, "tiles/rank": r.rank, "tiles/run": self.run,
+                    "tiles/finished": now, "tiles/crc": zlib.crc32(fr, zlib.crc32(it))}
+            for name, value in meta.items():
+                self._pwrite(np.array(value, dtype=layout.TILE_META[name]).tobytes(),
+                             self._tile_meta_offset(name, r.frame, r.tile))
+        os.fdatasync(self.fd)
+        complete = []
+        for r in results:
+            self._pwrite(b"\x01", self._tile_meta_offset("done", r.frame, r.tile))
+            self.done[r.frame, r.tile] = True
+            acc = self._histogram(r.frame)
+            acc[r.hist_bins] += r.hist_counts
+            if self.done[r.frame].all() and not self.frame_done[r.frame]:
+                complete.append(r.frame)
+        self._write_histograms(complete)
+        return complete
+
+    def _write_histograms(self, frames: list[int]) -> None:
+        """Write the summed rows of complete frames, then (after a sync) their flags."""
+        for f in frames:
+            self._pwrite(self.hist.pop(f).tobytes(), self.offsets["histogram"] + f * self.bins * 8)
+        if frames:
+            os.fdatasync(self.fd)
+        for f in frames:
+            self._pwrite(b"\x01", self.offsets["frame_done"] + f)
+            self.frame_done[f] = True
+
+    def _histogram(self, frame: int) -> np.ndarray:
+        if frame not in self.hist:
+            self.hist[frame] = np.zeros(self.bins, dtype=np.int64)
+        return self.hist[frame]
+
+    def restore_histograms(self) -> list[int]:
+        """Rebuild in-memory histogram sums of part-done frames from their stored tiles.
+
+        Also completes frames whose tiles are all done but whose histogram row was
+        not written (killed between the two). Returns the frames it completed."""
+        partial = [f for f in range(len(self.plan.frames))
+                   if self.done[f].any() and not self.frame_done[f]]
+        for f in partial:
+            acc = self._histogram(f)
+            acc[:] = 0
+            for t in np.flatnonzero(self.done[f]):
+                counts, _ = self.read_tile(f, int(t))
+                acc += np.bincount(counts.ravel(), minlength=self.bins)[: self.bins]
+        complete = [f for f in partial if self.done[f].all()]
+        self._write_histograms(complete)
+        return complete
+
+    def verify(self) -> list[tuple[int, int]]:
+        """Check every done tile against its crc; clear ``done`` where it fails."""
+        with h5py.File(self.path, "r") as f:
+            crcs = f["tiles/crc"][...]
+        bad = []
+        for f_idx, t_idx in zip(*np.nonzero(self.done), strict=True):
+            blobs = [os.pread(self.fd, self.th * self.tw * 4, int(self.chunks[n][f_idx, t_idx]))
+                     for n in ("iterations", "fraction")]
+            if zlib.crc32(blobs[1], zlib.crc32(blobs[0])) != crcs[f_idx, t_idx]:
+                bad.append((int(f_idx), int(t_idx)))
+        for f_idx, t_idx in bad:
+            self._pwrite(b"\x00", self._tile_meta_offset("done", f_idx, t_idx))
+            self.done[f_idx, t_idx] = False
+            if self.frame_done[f_idx]:
+                self._pwrite(b"\x00", self.offsets["frame_done"] + f_idx)
+                self.frame_done[f_idx] = False
+        if bad:
+            os.fdatasync(self.fd)
+        return bad
+
+    def pending(self) -> list[tuple[int, int]]:
+        """Tiles not yet done, frame by frame."""
+        return [(int(f), int(t)) for f, t in zip(*np.nonzero(~self.done), strict=True)]
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.fdatasync(self.fd)
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> StoreWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

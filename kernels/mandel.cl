@@ -1,0 +1,99 @@
+/* mandel.cl: the per-tile driver shared by every direct number format.
+ *
+ * Computes, for each pixel of one tile, the escape count of z(k+1) = z(k)^2 + c,
+ * z(0) = 0: the smallest n >= 1 with |z(n)|^2 > R^2, or 0 when no n <= max_iter
+ * escapes (interior). Also a smooth offset and the tile's count histogram.
+ *
+ * Number format: supplied by the format file compiled in front of this one
+ * (f64.cl, fp128.cl or qs.cl), which defines
+ *     COORD_T                     the coordinate type (double, uint4, float4)
+ *     uint escape_time(COORD_T cr, COORD_T ci, uint max_iter, COORD_T r2, double2 *z)
+ *                                 the count n (0: interior) and z(n) as doubles
+ *     double to_double(COORD_T x)
+ *
+ * Extensions: cl_khr_fp64 (smooth offset); cl_khr_int64_base_atomics when built
+ * with -DHIST64 (64-bit histogram counters). Without -DHIST64 the histogram is
+ * uint32 per tile (a tile has fewer than 2^32 pixels) and the host widens it.
+ *
+ * Build options: -DLOCAL_BINS=<n> bins kept in a local-memory sub-histogram
+ * (32-bit counters, merged into the global histogram once per work-group).
+ *
+ * Entry point: mandel
+ *   xs     [tw]       COORD_T  real part of each tile column's pixel centre
+ *   ys     [th]       COORD_T  imaginary part of each tile row's pixel centre
+ *   tw                uint     tile width in pixels
+ *   npix              uint     tile pixels, tw * th
+ *   max_iter          uint     iteration limit, < 2^31
+ *   r2                COORD_T  escape radius squared
+ *   iters  [npix]     uint     out: escape count per pixel, row-major in the tile
+ *   frac   [npix]     float    out: smooth offset d; the continuous escape time is
+ *                              n + d, d in about (-1, 4]; 0 for interior pixels
+ *   hist   [max_iter+1] long (HIST64) or uint: in/out, hist[n] += pixels with count n;
+ *                              the host zeroes it before the launch
+ *
+ * Work assignment: work-item g of G (the global size) takes pixels g, g+G, g+2G, ...
+ * so that the expensive pixels of a region spread over all work-items.
+ */
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+
+#ifndef LOCAL_BINS
+#define LOCAL_BINS 1024
+#endif
+
+#ifdef HIST64
+#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
+typedef long hist_t;
+inline void hist_add(__global hist_t *h, uint bin, uint v) { atom_add(h + bin, (long)v); }
+#else
+typedef uint hist_t;
+inline void hist_add(__global hist_t *h, uint bin, uint v) { atomic_add(h + bin, v); }
+#endif
+
+/* Smooth offset d = mu - n, with mu = N - log2(ln|z_N|^2 / ln B^2) the continuous
+ * escape time for bailout B = 2^10: z keeps iterating in double from the escape
+ * (|z| > R) until |z_N| > B. mu is continuous across the image where n jumps. */
+#define SMOOTH_LN_B2 13.862943611198906 /* ln(2^20) */
+inline float smooth_offset(double2 z, double cr, double ci)
+{
+    double x = z.x, y = z.y, m2 = x * x + y * y;
+    int extra = 0;
+    while (m2 <= 1048576.0 && extra < 32) {
+        const double t = x * x - y * y + cr;
+        y = 2.0 * x * y + ci;
+        x = t;
+        m2 = x * x + y * y;
+        ++extra;
+    }
+    return (float)(extra - log2(log(m2) / SMOOTH_LN_B2));
+}
+
+__kernel void mandel(__global const COORD_T *xs, __global const COORD_T *ys,
+                     const uint tw, const uint npix, const uint max_iter, const COORD_T r2,
+                     __global uint *iters, __global float *frac, __global hist_t *hist)
+{
+    __local uint lh[LOCAL_BINS];
+    const uint lid = get_local_id(0), lsz = get_local_size(0);
+    const uint nlocal = min((uint)LOCAL_BINS, max_iter + 1);
+    for (uint b = lid; b < nlocal; b += lsz)
+        lh[b] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    const uint G = get_global_size(0);
+    for (uint p = get_global_id(0); p < npix; p += G) {
+        const uint row = p / tw, col = p - row * tw;
+        const COORD_T cr = xs[col], ci = ys[row];
+        double2 z = (double2)(0.0, 0.0);
+        const uint n = escape_time(cr, ci, max_iter, r2, &z);
+        iters[p] = n;
+        frac[p] = n ? smooth_offset(z, to_double(cr), to_double(ci)) : 0.0f;
+        if (n < nlocal)
+            atomic_inc(&lh[n]);
+        else
+            hist_add(hist, n, 1u);
+    }
+
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint b = lid; b < nlocal; b += lsz)
+        if (lh[b])
+            hist_add(hist, b, lh[b]);
+}

@@ -1,0 +1,116 @@
+"""Shared fixtures: OpenCL devices, small jobs, and the farm command.
+
+Kernel tests take the ``cl_device`` fixture, parametrised over every OpenCL
+device found (PoCL's CPU in CI, the GPU too on a GPU machine), in the manner of
+pyopencl's ``pytest_generate_tests_for_pyopencl``. ``FARM_TEST_DEVICES=gpu``
+(or ``cpu``) narrows the list.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from farm import spec as specmod
+from farm.compute.device import list_devices
+
+
+def _devices():
+    want = os.environ.get("FARM_TEST_DEVICES", "").upper()
+    devs = [(info, dev) for info, dev in list_devices() if info.fp64]
+    if want:
+        devs = [d for d in devs if d[0].kind == want]
+    return devs
+
+
+def pytest_generate_tests(metafunc):
+    if "cl_device" in metafunc.fixturenames:
+        devs = _devices()
+        metafunc.parametrize("cl_device", devs, ids=[f"{i.kind}:{i.name[:20]}" for i, _ in devs])
+
+
+def job_text(size=(24, 16), center=("-0.75", "0.1"), width=("3", "3"), frames=1,
+             tile=(16, 16), max_iter=200, precision="auto", extra="") -> str:
+    return textwrap.dedent(f"""
+        [view]
+        center = ["{center[0]}", "{center[1]}"]
+        width = ["{width[0]}", "{width[1]}"]
+        [image]
+        size = [{size[0]}, {size[1]}]
+        [animation]
+        frames = {frames}
+        fps = 10
+        [iterations]
+        max = {max_iter if isinstance(max_iter, int) else '"auto"'}
+        [render]
+        precision = "{precision}"
+        tile = [{tile[0]}, {tile[1]}]
+        """) + textwrap.dedent(extra)
+
+
+def make_spec(**kw) -> specmod.JobSpec:
+    return specmod.parse_text(job_text(**kw), name="test")
+
+
+@pytest.fixture
+def write_job(tmp_path: Path):
+    """Write a job file whose outputs go into tmp_path; returns its path."""
+
+    def write(name="job", **kw) -> Path:
+        extra = kw.pop("extra", "")
+        out = f"""
+        [output]
+        store = "{tmp_path / (name + '.h5')}"
+        video = "{tmp_path / (name + '.mp4')}"
+        """
+        path = tmp_path / f"{name}.toml"
+        path.write_text(job_text(extra=out + extra, **kw))
+        return path
+
+    return write
+
+
+def run_farm(*args: str, cwd: Path | None = None, env: dict | None = None,
+             timeout: float = 600) -> subprocess.CompletedProcess:
+    """``python -m farm ARGS`` in a subprocess (as a user runs it)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "farm", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def render_frame(cl_device, plan, frame: int = 0, config=None):
+    """(iterations, fraction) of a whole frame, rendered tile by tile on ``cl_device``."""
+    import numpy as np
+
+    from farm.compute.render import TileRenderer
+
+    info, dev = cl_device
+    renderer = TileRenderer(dev, info, plan, config)
+    w, h = plan.spec.size
+    it = np.zeros((h, w), np.uint32)
+    fr = np.zeros((h, w), np.float32)
+    for tile in plan.grid:
+        res = renderer.render(plan.frames[frame], tile)
+        it[tile.y0:tile.y0 + tile.height, tile.x0:tile.x0 + tile.width] = res.iterations
+        fr[tile.y0:tile.y0 + tile.height, tile.x0:tile.x0 + tile.width] = res.fraction
+    return it, fr
+
+
+def compare_counts(got, want, min_equal: float = 0.99) -> float:
+    """Share of equal pixels; asserts at least ``min_equal`` and reports the rest."""
+    import numpy as np
+
+    want = np.asarray(want)
+    equal = got == want
+    share = float(equal.mean())
+    if share < 1.0:
+        bad = np.argwhere(~equal)[:10]
+        detail = ", ".join(f"(col {j}, row {i}): {got[i, j]} vs {want[i, j]}" for i, j in bad)
+        print(f"{(~equal).sum()} of {equal.size} pixels differ from the reference: {detail}")
+    assert share >= min_equal, f"only {share:.4f} of pixels match the reference"
+    return share

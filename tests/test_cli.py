@@ -1,0 +1,37 @@
+"""The command line: help, validate's plan, devices."""
+
+from __future__ import annotations
+
+from conftest import run_farm
+
+
+def test_help_lists_commands():
+    result = run_farm("--help")
+    assert result.returncode == 0
+    for command in ("render", "resume", "status", "frames", "encode", "validate", "devices", "bench"):
+        assert command in result.stdout
+
+
+def test_validate_prints_the_plan(tmp_path, write_job):
+    job = write_job(size=(64, 48), frames=30, width=("4", "1e-20"), max_iter="auto")
+    result = run_farm("validate", str(job))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "frames     30" in out and "64x48" in out
+    assert "4 -> 1e-20" in out and "(auto)" in out
+    assert "f64 0-" in out and "fp128" in out
+    assert "pixels     92.2 k in all" in out and "work       at most" in out
+    assert not list(tmp_path.glob("*.h5"))  # validate writes nothing
+
+
+def test_devices_names_the_chosen_one():
+    result = run_farm("devices")
+    assert result.returncode == 0
+    assert "*" in result.stdout and "one process uses" in result.stdout
+
+
+def test_bad_device_selector():
+    result = run_farm("devices", "--device", "7:9")
+    assert result.returncode == 0 and "no device 7:9" in result.stdout
+    result = run_farm("bench", "--device", "banana")
+    assert result.returncode == 2 and "--device" in result.stderr

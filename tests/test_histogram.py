@@ -1,0 +1,35 @@
+"""The device histogram (64-bit atomics, local sub-histograms) equals bincount."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import make_spec
+
+from farm.compute import programs
+from farm.compute.render import LaunchConfig, TileRenderer
+from farm.plan import make_plan
+
+
+@pytest.mark.parametrize("max_iter", [50, 3000])
+def test_tile_histogram_equals_bincount(cl_device, max_iter):
+    # 64 local bins: counts above go through the global 64-bit atomics
+    info, dev = cl_device
+    plan = make_plan(make_spec(size=(64, 48), center=("-0.7435669", "0.1314023"),
+                               width=("0.002", "0.002"), max_iter=max_iter, tile=(64, 48)))
+    renderer = TileRenderer(dev, info, plan, LaunchConfig(local_bins=64))
+    res = renderer.render(plan.frames[0], plan.grid.tile(0))
+    want = np.bincount(res.iterations.ravel(), minlength=max_iter + 1)
+    got = np.zeros(max_iter + 1, np.int64)
+    got[res.hist_bins] = res.hist_counts
+    assert np.array_equal(got, want)
+    assert res.hist_counts.dtype == np.int64 and got.sum() == 64 * 48
+    assert "-DLOCAL_BINS=64" in renderer.options
+    if max_iter == 3000:
+        assert (res.iterations >= 64).sum() > 100  # the global-atomics path was used
+
+
+def test_64bit_atomics_are_used_where_available(cl_device):
+    info, dev = cl_device
+    opts = programs.device_options(dev, 1024)
+    assert ("-DHIST64" in opts) == info.int64_atomics
