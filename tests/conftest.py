@@ -114,3 +114,19 @@ def compare_counts(got, want, min_equal: float = 0.99) -> float:
         print(f"{(~equal).sum()} of {equal.size} pixels differ from the reference: {detail}")
     assert share >= min_equal, f"only {share:.4f} of pixels match the reference"
     return share
+
+
+@pytest.fixture(scope="session")
+def reference():
+    """``reference(center, width, size, max_iter)``: mpmath counts, computed once a session."""
+    from reference import reference_counts
+
+    cache = {}
+
+    def get(center, width, size, max_iter):
+        key = (tuple(center), width, tuple(size), max_iter)
+        if key not in cache:
+            cache[key] = reference_counts(center, width, size, max_iter)
+        return cache[key]
+
+    return get

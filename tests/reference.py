@@ -25,16 +25,32 @@ def escape_count(re: Fraction, im: Fraction, max_iter: int, radius: float = 2.0)
         cr = mpmath.mpf(re.numerator) / re.denominator
         ci = mpmath.mpf(im.numerator) / im.denominator
         r2 = mpmath.mpf(radius) ** 2
-        x = y = mpmath.mpf(0)
+        x = y = xx = yy = mpmath.mpf(0)
         for n in range(1, max_iter + 1):
-            x, y = x * x - y * y + cr, 2 * x * y + ci
-            if x * x + y * y > r2:
+            y = (x + x) * y + ci
+            x = xx - yy + cr
+            xx, yy = x * x, y * y
+            if xx + yy > r2:
                 return n
     return 0
 
 
-def reference_counts(center, width, size, max_iter, radius=2.0):
-    """Counts of a whole image as a list of rows."""
-    w, h = size
-    return [[escape_count(*pixel_c(center, width, size, i, j), max_iter, radius)
-             for i in range(w)] for j in range(h)]
+def _row(args):
+    center, width, size, max_iter, radius, j = args
+    return [escape_count(*pixel_c(center, width, size, i, j), max_iter, radius)
+            for i in range(size[0])]
+
+
+def reference_counts(center, width, size, max_iter, radius=2.0, processes=None):
+    """Counts of a whole image as an (H, W) array; rows are spread over processes."""
+    import os
+    from multiprocessing import get_context
+
+    import numpy as np
+
+    jobs = [(center, width, size, max_iter, radius, j) for j in range(size[1])]
+    procs = processes or min(len(jobs), os.cpu_count() or 1)
+    if procs <= 1:
+        return np.array([_row(job) for job in jobs])
+    with get_context("spawn").Pool(procs) as pool:
+        return np.array(pool.map(_row, jobs))
