@@ -112,13 +112,16 @@ def _render_options(args: argparse.Namespace):
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        status = COMMANDS[args.command](args)
     except FarmError as err:
         print(f"farm: {err}", file=sys.stderr)
-        return err.exit_status
+        status = err.exit_status
     except KeyboardInterrupt:
         print("farm: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        status = EXIT_INTERRUPTED
+    from farm.schedule.transport import leave
+
+    return leave(status)
 
 
 # ---------------------------------------------------------------------------- commands

@@ -13,11 +13,12 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from farm import spec as specmod
-from farm.compute.device import bind_device
+from farm.compute.device import DeviceInfo, bind_device
 from farm.compute.render import TileRenderer
-from farm.errors import FarmError, Interrupted, RenderFailed, StoreError
+from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, StoreError, UsageError
 from farm.plan import Plan, make_plan
 from farm.progress import Progress
 from farm.schedule import transport
@@ -156,15 +157,28 @@ def resume(store: str, video: str | None = None, options: RenderOptions = Render
 
 
 def _render_mpi(comm, job, options: RenderOptions) -> int:
-    """Rank 0: prepare, broadcast the plan, run the master. Others: work."""
+    """Rank 0: prepare, broadcast the plan, run the master. Others: work.
+
+    Before anything is written, every worker binds its device and the master hears
+    of any that cannot (too many workers for the node's GPUs, a missing driver)."""
     local_index, host = transport.node_worker_index(comm)
+    bound, problem = None, None
+    if comm.Get_rank() != 0:
+        try:
+            bound = bind_device(options.device, local_index, options.share_devices)
+        except FarmError as err:
+            problem = (type(err).__name__, f"rank {comm.Get_rank()} on {host}: {err}")
+    problems = [p for p in comm.gather(problem, root=0) or [] if p]
     if comm.Get_rank() != 0:
         plan = comm.bcast(None, root=0)
-        if plan is not None:
-            _mpi_worker(comm, plan, local_index, options)
+        if plan is not None and bound is not None:
+            _mpi_worker(comm, plan, bound)
         return 0
     plan = None
     try:
+        if problems:
+            kind = UsageError if all(k == "UsageError" for k, _ in problems) else DeviceError
+            raise kind("; ".join(text for _, text in problems))
         spec, store_path, video = job()
         if options.video:
             specmod.check_writable(video, "output.video")
@@ -182,15 +196,6 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
     return _finish(report, store_path, video, options)
 
 
-def _mpi_worker(comm, plan: Plan, local_index: int, options: RenderOptions) -> None:
-    link = transport.MpiWorker(comm)
-
-    def renderer() -> TileRenderer:
-        info, device = bind_device(options.device, local_index, options.share_devices)
-        return TileRenderer(device, info, plan)
-
-    try:
-        run_worker(plan, renderer, link)
-    except FarmError as err:
-        link.lost(str(err))
-        link.close()
+def _mpi_worker(comm, plan: Plan, bound: tuple[DeviceInfo, Any]) -> None:
+    info, device = bound
+    run_worker(plan, lambda: TileRenderer(device, info, plan), transport.MpiWorker(comm))

@@ -72,3 +72,14 @@ def test_explicit_precision_too_shallow_names_the_frame():
 def test_beyond_every_format():
     with pytest.raises(SpecError, match="beyond every format"):
         make_plan(make_spec(width=("4", "1e-40"), frames=3))
+
+
+def test_plan_pickles_exactly():
+    """MPI hands the plan to workers by pickle; every frame must arrive bit for bit."""
+    import pickle
+
+    plan = make_plan(make_spec(width=("4", "1e-20"), frames=7))
+    again = pickle.loads(pickle.dumps(plan))
+    assert again == plan
+    for a, b in zip(plan.frames, again.frames, strict=True):
+        assert a.spacing.man_exp == b.spacing.man_exp and a.width.man_exp == b.width.man_exp

@@ -122,7 +122,7 @@ def bind_device(selector: str = "auto", local_index: int = 0,
     """
     devs = candidates(selector)
     if local_index >= len(devs) and not share:
-        raise DeviceError(
+        raise UsageError(
             f"worker {local_index} of this node has no device of its own: {len(devs)} "
             f"candidate device(s) ({devs[0][0].kind}); start at most {len(devs)} worker(s) per "
             "node, or allow sharing with --share-devices")

@@ -13,7 +13,7 @@ import farm.numerics as num
 from farm.errors import SpecError
 from farm.plan import precision
 from farm.plan.tiles import Tile, TileGrid
-from farm.spec import JobSpec
+from farm.spec import JobSpec, canonical_text, parse_text
 
 __all__ = ["FramePlan", "Plan", "Tile", "TileGrid", "auto_max_iter", "make_plan"]
 
@@ -63,6 +63,18 @@ class Plan:
         """Iterations if every pixel ran to its frame's max_iter (an upper bound)."""
         w, h = self.spec.size
         return sum(w * h * f.max_iter for f in self.frames)
+
+    def __reduce__(self):
+        """Pickle as what the plan is a function of: the spec and each frame's choices.
+
+        mpmath numbers do not survive pickling (unpickling rounds them to the receiving
+        process's working precision, 53 bits), so MPI workers rebuild the frames."""
+        stored = [(f.max_iter, f.precision) for f in self.frames]
+        return (_rebuild, (canonical_text(self.spec), stored))
+
+
+def _rebuild(spec_text: str, stored: list[tuple[int, str]]) -> Plan:
+    return make_plan(parse_text(spec_text), stored=stored)
 
 
 def _frame_precision(requested: str, k: int, log10_s: float) -> str:

@@ -13,6 +13,11 @@ contiguous byte buffer::
 
 The master polls with ``Iprobe`` and a growing sleep (0.2 ms up to 20 ms), so it
 notices signals and silent workers while it waits.
+
+Shutdown: the master's STOP is the last message it sends a worker; the worker's BYE
+is the last message it sends back. MPI keeps the order of messages between two
+ranks, so once the master has every BYE no message is left unreceived on either side
+(MPI_Finalize refuses a communicator with unmatched messages).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from farm.compute.render import TileResult
 from farm.schedule.state import Event, Failed, Finished, Heard, Joined, Lost, Task
 from farm.store.writer import Finished as Stored
 
-TAG_TASK, TAG_STOP, TAG_READY, TAG_RESULT, TAG_FAILED, TAG_HEARTBEAT, TAG_LOST = range(7)
+TAG_TASK, TAG_STOP, TAG_READY, TAG_RESULT, TAG_FAILED, TAG_HEARTBEAT, TAG_LOST, TAG_BYE = range(8)
 HEADER = 8
 
 
@@ -137,6 +142,26 @@ def mpi_world():
     return comm if comm.Get_size() > 1 else None
 
 
+def leave(status: int) -> int:
+    """The exit status for this process, so that mpiexec reports the master's.
+
+    Without MPI this is ``status``. Under MPI every rank takes the master's status and
+    finalizes MPI before it exits: MPICH's launcher reports the status of the ranks it
+    sees exit, and once some ranks have exited after finalizing it may end the others
+    without waiting for their status (seen with MPICH 5.0: a master exiting 1 a moment
+    after its workers exited 0 gave mpiexec status 0)."""
+    if "mpi4py.MPI" not in sys.modules:
+        return status
+    from mpi4py import MPI
+
+    if not MPI.Is_initialized() or MPI.Is_finalized() or MPI.COMM_WORLD.Get_size() == 1:
+        return status
+    comm = MPI.COMM_WORLD
+    status = comm.bcast(status if comm.Get_rank() == 0 else None, root=0)
+    MPI.Finalize()
+    return int(status)
+
+
 def node_worker_index(comm) -> tuple[int, str]:
     """(index of this rank among the worker ranks of its node, host name).
 
@@ -218,11 +243,18 @@ class MpiMaster:
         self.workers = list(range(1, comm.Get_size()))
         self._sends: list = []
         self._released: set[int] = set()
+        self._said_bye: set[int] = set()
 
     def poll(self, timeout: float) -> list[Event]:
         messages = _collect(self.comm, self.MPI.ANY_SOURCE, timeout)
         self._sends = [r for r in self._sends if not r[0].Test()]
-        return [self._event(src, tag, buf) for src, tag, buf in messages]
+        events = []
+        for src, tag, buf in messages:
+            if tag == TAG_BYE:
+                self._said_bye.add(src)
+            else:
+                events.append(self._event(src, tag, buf))
+        return events
 
     def _event(self, src: int, tag: int, buf: np.ndarray) -> Event:
         if tag == TAG_RESULT:
@@ -251,13 +283,13 @@ class MpiMaster:
             self._released.add(worker)
             self._isend(np.zeros(0, dtype=np.uint8), worker, TAG_STOP)
 
-    def drain(self, seconds: float = 2.0) -> None:
-        """Wait (bounded) for our sends; drop any results still arriving."""
+    def drain(self, seconds: float = 30.0) -> None:
+        """After releasing every worker: receive (and drop) what they still send until
+        each has said BYE, and wait for our own sends (bounded: a dead worker never
+        answers, and then MPI ends the job anyway)."""
         deadline = time.monotonic() + seconds
-        while self._sends and time.monotonic() < deadline:
+        while (self._sends or set(self.workers) - self._said_bye) and time.monotonic() < deadline:
             self.poll(0.01)
-        for req, _ in self._sends:
-            req.Cancel()
 
 
 class MpiWorker:
@@ -300,8 +332,9 @@ class MpiWorker:
         return msgs
 
     def close(self) -> None:
-        """Wait (bounded) for outstanding sends so the master gets our last words."""
-        deadline = time.monotonic() + 5.0
+        """Say BYE (our last message) and wait until the master has received everything."""
+        self._send(np.zeros(0, dtype=np.uint8), TAG_BYE)
+        deadline = time.monotonic() + 60.0
         while self._sends and time.monotonic() < deadline:
             self._sends = [r for r in self._sends if not r[0].Test()]
             time.sleep(0.001)

@@ -1,0 +1,140 @@
+"""The farm under mpiexec on PoCL: same store as one process, failures, a killed worker.
+
+These tests start real MPI jobs with the mpiexec next to the Python in use (MPICH's
+wheel in CI). Three ranks share the one CPU device (--share-devices).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from conftest import run_farm
+
+MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+DATASETS = ("iterations", "fraction", "histogram", "done", "frame_done")
+
+
+def mpi_farm(n: int, *args: str, mpi4py: bool = False, env: dict | None = None,
+             timeout: float = 300) -> subprocess.CompletedProcess:
+    launcher = ["-m", "mpi4py", "-m", "farm"] if mpi4py else ["-m", "farm"]
+    return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, *launcher, *args],
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def assert_same_store(a: Path, b: Path) -> None:
+    with h5py.File(a) as fa, h5py.File(b) as fb:
+        for name in DATASETS:
+            assert np.array_equal(fa[name][...], fb[name][...]), name
+
+
+@pytest.fixture
+def job_and_reference(tmp_path, write_job):
+    """A small zoom, and its store rendered by one process."""
+    job = write_job(size=(64, 40), frames=5, width=("3", "1e-3"), tile=(16, 16), max_iter="auto")
+    single = tmp_path / "single.h5"
+    result = run_farm("render", str(job), "--store", str(single), "--no-video", "--quiet")
+    assert result.returncode == 0, result.stderr
+    return job, single
+
+
+@pytest.mark.parametrize("mpi4py", [False, True], ids=["farm", "python-m-mpi4py"])
+def test_mpi_store_is_bitwise_identical_to_one_process(tmp_path, job_and_reference, mpi4py):
+    job, single = job_and_reference
+    store = tmp_path / "mpi.h5"
+    result = mpi_farm(3, "render", str(job), "--store", str(store), "--no-video", "--quiet",
+                      "--share-devices", mpi4py=mpi4py)
+    assert result.returncode == 0, result.stderr
+    assert_same_store(store, single)
+    with h5py.File(store) as f:
+        assert set(np.unique(f["tiles/rank"][...])) == {1, 2}  # both workers rendered
+        assert f["runs"]["workers"][0] == 2
+
+
+def test_more_workers_than_devices_is_refused(tmp_path, job_and_reference):
+    job, _ = job_and_reference
+    store = tmp_path / "refused.h5"
+    result = mpi_farm(3, "render", str(job), "--store", str(store), "--no-video")
+    assert result.returncode == 2
+    assert "no device of its own" in result.stderr and "--share-devices" in result.stderr
+    assert not store.exists()
+
+
+def test_failing_worker_is_excluded_and_the_render_completes(tmp_path, job_and_reference):
+    job, single = job_and_reference
+    store = tmp_path / "fail.h5"
+    result = mpi_farm(3, "render", str(job), "--store", str(store), "--no-video", "--quiet",
+                      "--share-devices", env={"FARM_TEST_FAIL_RANKS": "2"})
+    assert result.returncode == 0, result.stderr
+    assert "worker 2 excluded" in result.stderr
+    assert "injected failure on rank 2" in result.stderr  # the traceback came back
+    assert_same_store(store, single)
+    with h5py.File(store) as f:
+        assert set(np.unique(f["tiles/rank"][...])) == {1}
+
+
+def test_every_worker_failing_saves_and_fails(tmp_path, job_and_reference):
+    job, _ = job_and_reference
+    store = tmp_path / "allfail.h5"
+    result = mpi_farm(3, "render", str(job), "--store", str(store), "--no-video", "--quiet",
+                      "--share-devices", env={"FARM_TEST_FAIL_RANKS": "1,2"})
+    assert result.returncode == 1
+    assert "no worker left" in result.stderr
+
+
+def _rank_pid(rank: int, marker: str) -> int | None:
+    """pid of the MPI process with PMI_RANK == rank whose command line has marker."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0")
+            cmd = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"PMI_RANK={rank}".encode() in env and marker.encode() in cmd:
+            return int(entry.name)
+    return None
+
+
+def test_worker_killed_mid_render_loses_nothing(tmp_path, write_job):
+    """SIGKILL of a worker: MPICH ends the whole job (documented in README); every tile
+    stored before is kept, and `farm resume` completes it identically."""
+    job = write_job(size=(96, 64), frames=16, width=("3", "1e-4"), tile=(16, 16), max_iter="auto")
+    single = tmp_path / "single.h5"
+    assert run_farm("render", str(job), "--store", str(single), "--no-video", "--quiet").returncode == 0
+    store = tmp_path / "killed.h5"
+    proc = subprocess.Popen([MPIEXEC, "-n", "3", sys.executable, "-m", "farm", "render", str(job),
+                             "--store", str(store), "--no-video", "--quiet", "--share-devices"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        total, done, deadline = 16 * 24, 0, time.monotonic() + 120
+        while done < total // 4 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+            if store.exists():
+                with h5py.File(store, "r", locking=False) as f:
+                    done = int(f["done"][...].sum())
+        pid = _rank_pid(2, str(store))
+        assert pid is not None and proc.poll() is None, "the render ended before the kill"
+        os.kill(pid, signal.SIGKILL)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    with h5py.File(store) as f:
+        kept = int(f["done"][...].sum())
+    assert done <= kept < total, (done, kept)
+    resumed = run_farm("resume", str(store), "--no-video", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert_same_store(store, single)
