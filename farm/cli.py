@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check a job spec and print its plan")
     p.add_argument("job", metavar="JOB.toml")
+    p.add_argument("--json", action="store_true", help="the plan as JSON (for scripts)")
 
     p = sub.add_parser("devices", help="list OpenCL devices and the one a render would use")
     p.add_argument("--device", metavar="SEL", help="selector to test (env FARM_DEVICE)")
@@ -119,6 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("farm: interrupted", file=sys.stderr)
         status = EXIT_INTERRUPTED
+    except BrokenPipeError:  # `farm ... | head`: the reader left; not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = 0
     from farm.schedule.transport import leave
 
     return leave(status)
@@ -144,13 +149,13 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from farm import spec as specmod
     from farm.plan import make_plan
-    from farm.report import plan_summary
+    from farm.report import plan_info, plan_summary
 
     job = specmod.load(args.job)
     plan = make_plan(job)
     specmod.check_writable(job.output.store, "output.store")
     specmod.check_writable(job.output.video, "output.video")
-    print(plan_summary(plan, args.job))
+    print(json.dumps(plan_info(plan, args.job)) if args.json else plan_summary(plan, args.job))
     return 0
 
 

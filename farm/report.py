@@ -52,6 +52,26 @@ def plan_summary(plan: Plan, source: str) -> str:
     return "\n".join(lines)
 
 
+def plan_info(plan: Plan, source: str) -> dict[str, Any]:
+    """The plan as data, for ``farm validate --json`` and scripts (slurm/submit.sh)."""
+    spec = plan.spec
+    return {
+        "job": source,
+        "frames": len(plan.frames),
+        "fps": spec.animation.fps,
+        "size": list(spec.size),
+        "tile": [plan.grid.tile_w, plan.grid.tile_h],
+        "tiles_per_frame": plan.grid.count,
+        "width": list(spec.view.width),
+        "max_iter": [f.max_iter for f in plan.frames],
+        "precision": [f.precision for f in plan.frames],
+        "pixels": spec.size[0] * spec.size[1] * len(plan.frames),
+        "work_bound_iterations": plan.work_bound(),
+        "store": spec.output.store,
+        "video": spec.output.video,
+    }
+
+
 def _frame_strip(progress: list[float], width: int = 64) -> str:
     """One character per frame: '#' done, '+' started, '.' not started."""
     chars = "".join("#" if p >= 1 else "+" if p > 0 else "." for p in progress)

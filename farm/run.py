@@ -9,6 +9,7 @@ same store bit for bit.
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, Store
 from farm.plan import Plan, make_plan
 from farm.progress import Progress
 from farm.schedule import transport
-from farm.schedule.master import MasterOptions, MasterReport, run_master
+from farm.schedule.master import STOP_SIGNALS, MasterOptions, MasterReport, run_master
 from farm.schedule.worker import run_worker
 from farm.store import layout
 from farm.store.reader import Store
@@ -197,5 +198,9 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
 
 
 def _mpi_worker(comm, plan: Plan, bound: tuple[DeviceInfo, Any]) -> None:
+    """A worker rank. Launchers (mpiexec, srun) pass stop signals to every rank: workers
+    ignore them and stop when the master, which collects the tiles in flight, says so."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     info, device = bound
     run_worker(plan, lambda: TileRenderer(device, info, plan), transport.MpiWorker(comm))

@@ -138,3 +138,27 @@ def test_worker_killed_mid_render_loses_nothing(tmp_path, write_job):
     resumed = run_farm("resume", str(store), "--no-video", "--quiet")
     assert resumed.returncode == 0, resumed.stderr
     assert_same_store(store, single)
+
+
+def test_sigusr1_to_mpiexec_interrupts_and_resumes(tmp_path, job_and_reference):
+    """mpiexec passes the signal to every rank; workers ignore it, the master collects
+    the tiles in flight and every rank exits 75; a resume under MPI completes."""
+    job, single = job_and_reference
+    store = tmp_path / "sig.h5"
+    proc = subprocess.Popen([MPIEXEC, "-n", "3", sys.executable, "-m", "farm", "render", str(job),
+                             "--store", str(store), "--no-video", "--quiet", "--share-devices"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if store.exists():
+            with h5py.File(store, "r", locking=False) as f:
+                if f["done"][...].sum() >= 10:
+                    break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGUSR1)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 75, err
+    assert "received SIGUSR1" in err
+    resumed = mpi_farm(3, "resume", str(store), "--no-video", "--quiet", "--share-devices")
+    assert resumed.returncode == 0, resumed.stderr
+    assert_same_store(store, single)

@@ -14,6 +14,8 @@ is written in this order:
 A process killed anywhere leaves every ``done`` tile intact; a tile whose bytes
 were half written has ``done = 0`` and is rendered again. A power loss between
 steps is covered by the ``fdatasync`` ordering and by ``tiles/crc`` (``verify``).
+tests/test_checkpoint.py kills the master inside each of these steps
+(``FARM_TEST_CRASH_AT``) and at random moments, and checks the resumed store.
 
 Histograms: the device histogram of each tile is summed in memory per frame and
 written once, when the frame completes, so no row is ever counted twice. After a
@@ -25,6 +27,7 @@ by definition the bincount of its stored counts.
 from __future__ import annotations
 
 import os
+import signal
 import time
 import zlib
 from collections.abc import Iterable
@@ -50,6 +53,19 @@ class Finished:
     hist_counts: np.ndarray  # int64
     seconds: float  # device time
     rank: int
+
+
+def _crash_point(name: str) -> None:
+    """Testing aid: ``FARM_TEST_CRASH_AT=name:n`` kills this process with SIGKILL the
+    n-th time it passes the point ``name`` (tests/test_checkpoint.py)."""
+    want = os.environ.get("FARM_TEST_CRASH_AT")
+    if not want:
+        return
+    point, _, count = want.partition(":")
+    if point == name:
+        _crash_point.seen = getattr(_crash_point, "seen", 0) + 1  # type: ignore[attr-defined]
+        if _crash_point.seen >= int(count or 1):  # type: ignore[attr-defined]
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _chunk_offsets(dset: h5py.Dataset, grid_nx: int, tw: int, th: int) -> np.ndarray:
@@ -133,15 +149,18 @@ class StoreWriter:
             it = self._chunk_bytes(r.iterations, "<u4")
             fr = self._chunk_bytes(r.fraction, "<f4")
             self._pwrite(it, int(self.chunks["iterations"][r.frame, r.tile]))
+            _crash_point("between-datasets")
             self._pwrite(fr, int(self.chunks["fraction"][r.frame, r.tile]))
             meta = {"tiles/seconds": r.seconds, "tiles/rank": r.rank, "tiles/run": self.run,
                     "tiles/finished": now, "tiles/crc": zlib.crc32(fr, zlib.crc32(it))}
             for name, value in meta.items():
                 self._pwrite(np.array(value, dtype=layout.TILE_META[name]).tobytes(),
                              self._tile_meta_offset(name, r.frame, r.tile))
+        _crash_point("before-sync")
         os.fdatasync(self.fd)
         complete = []
         for r in results:
+            _crash_point("before-done-flag")
             self._pwrite(b"\x01", self._tile_meta_offset("done", r.frame, r.tile))
             self.done[r.frame, r.tile] = True
             acc = self._histogram(r.frame)
@@ -155,6 +174,7 @@ class StoreWriter:
         """Write the summed rows of complete frames, then (after a sync) their flags."""
         for f in frames:
             self._pwrite(self.hist.pop(f).tobytes(), self.offsets["histogram"] + f * self.bins * 8)
+            _crash_point("after-histogram-row")
         if frames:
             os.fdatasync(self.fd)
         for f in frames:
