@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job", metavar="JOB.toml")
     p.add_argument("--store", metavar="P", help="store path (default: output.store of the job)")
     p.add_argument("--restart", action="store_true",
-                   help="replace an existing store that holds a different job")
+                   help="delete an existing store and render from scratch")
     _add_render_options(p)
 
     p = sub.add_parser("resume", help="continue the render a store holds", epilog=EPILOG)

@@ -48,23 +48,18 @@ def _differences(a: specmod.JobSpec, b: specmod.JobSpec) -> list[str]:
 
 def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool) -> Plan:
     """Create the store for ``spec``, or check that the existing one is for the same
-    job (then it resumes). Returns the plan to render."""
+    job (then it resumes). ``restart`` replaces an existing store. Returns the plan."""
     specmod.check_writable(path, "output.store")
-    if path.exists():
-        try:
-            with Store(path) as old:
-                diff = _differences(old.spec, spec)
-                if not diff:
-                    return old.plan()
-        except StoreError:
-            if not restart:
-                raise
-            diff = ["(unreadable)"]
-        if not restart:
-            raise StoreError(
-                f"output.store: {path} holds a different job (differs in {', '.join(diff)}); "
-                "use --restart to replace it, or --store to choose another path")
+    if path.exists() and restart:
         path.unlink()
+    elif path.exists():
+        with Store(path) as old:
+            diff = _differences(old.spec, spec)
+            if not diff:
+                return old.plan()
+        raise StoreError(
+            f"output.store: {path} holds a different job (differs in {', '.join(diff)}); "
+            "use --restart to replace it, or --store to choose another path")
     plan = make_plan(spec)
     layout.create(path, plan)
     return plan
@@ -85,9 +80,11 @@ def _master_session(plan: Plan, store_path: Path, link: transport.MasterLink, wo
         bar = Progress(plan.tasks, "render", done=plan.tasks - len(pending))
         bar.enabled = options.progress
         try:
-            return run_master(writer, link, options.master, bar)
+            report = run_master(writer, link, options.master, bar)
         finally:
             bar.close()
+        writer.end_run(report.busy_s)
+        return report
 
 
 def _finish(report: MasterReport | None, store_path: Path, video: str | None,

@@ -31,8 +31,12 @@ class Store:
             self.file = h5py.File(self.path, "r", locking="best-effort")
         except OSError as err:
             raise StoreError(f"store: {path} is not a readable HDF5 file ({err})") from None
-        if self.file.attrs.get("format") != layout.FORMAT:
+        found = self.file.attrs.get("format")
+        if found != layout.FORMAT:
             self.file.close()
+            if isinstance(found, str) and found.startswith("zoomfarm-store/"):
+                raise StoreError(f"store: {path} has layout {found}, this farm reads {layout.FORMAT}; "
+                                 "render it again with --restart")
             raise StoreError(f"store: {path} is not a zoomfarm store (no format {layout.FORMAT!r})")
         self.spec_text = str(self.file.attrs["spec"])
         self.spec = specmod.parse_text(self.spec_text, source=f"{path}:spec")
@@ -105,6 +109,10 @@ class Store:
         mine = done & (run == last)
         out["run"] = {"index": last, "started": float(started[last]),
                       "workers": int(runs["workers"][last]), "tiles": int(mine.sum())}
+        if runs["ended"][last] > 0:
+            wall = float(runs["ended"][last] - started[last])
+            out["run"]["wall_s"] = round(wall, 3)
+            out["run"]["master_busy_share"] = round(float(runs["master_busy"][last]) / wall, 4)
         if mine.any():
             t_end = float(finished[mine].max())
             elapsed = max(t_end - float(started[last]), 1e-9)

@@ -108,9 +108,18 @@ class StoreWriter:
         self.fd = os.open(self.path, os.O_RDWR)
         free = np.flatnonzero(started == 0)
         self.run = int(free[0]) if len(free) else layout.RUNS - 1
-        row = np.array([(time.time(), workers)], dtype=layout.RUN_DTYPE)
-        self._pwrite(row.tobytes(), self.offsets["runs"] + self.run * layout.RUN_DTYPE.itemsize)
+        self._run_row = np.array([(time.time(), workers, 0.0, 0.0)], dtype=layout.RUN_DTYPE)
+        self._write_run_row()
         self.hist: dict[int, np.ndarray] = {}
+
+    def _write_run_row(self) -> None:
+        self._pwrite(self._run_row.tobytes(), self.offsets["runs"] + self.run * layout.RUN_DTYPE.itemsize)
+
+    def end_run(self, master_busy: float) -> None:
+        """Record when this run ended and how long the master was busy in it."""
+        self._run_row["ended"] = time.time()
+        self._run_row["master_busy"] = master_busy
+        self._write_run_row()
 
     # ------------------------------------------------------------------ raw access
     def _pwrite(self, data: bytes, offset: int) -> None:
