@@ -4,12 +4,17 @@
  * z(0) = 0: the smallest n >= 1 with |z(n)|^2 > R^2, or 0 when no n <= max_iter
  * escapes (interior). Also a smooth offset and the tile's count histogram.
  *
- * Number format: supplied by the format file compiled in front of this one
- * (f64.cl, fp128.cl or qs.cl), which defines
+ * Number format: supplied by the format file compiled in front of this one.
+ * A direct format (f64.cl, fp128.cl, qs.cl) defines
  *     COORD_T                     the coordinate type (double, uint4, float4)
  *     uint escape_time(COORD_T cr, COORD_T ci, uint max_iter, COORD_T r2, double2 *z)
  *                                 the count n (0: interior) and z(n) as doubles
  *     double to_double(COORD_T x)
+ * and this file adapts it (below). Any other format (perturb.cl) defines instead
+ *     FORMAT_ARGS, FORMAT_ARG_NAMES   its leading kernel parameters, and their names
+ *     uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter,
+ *                       double2 *z, double2 *c)
+ *                                 the count of tile pixel (col, row), z(n) and c as doubles
  *
  * Extensions: cl_khr_fp64 (smooth offset); cl_khr_int64_base_atomics when built
  * with -DHIST64 (64-bit histogram counters). Without -DHIST64 the histogram is
@@ -18,13 +23,15 @@
  * Build options: -DLOCAL_BINS=<n> bins kept in a local-memory sub-histogram
  * (32-bit counters, merged into the global histogram once per work-group).
  *
- * Entry point: mandel
+ * Entry point: mandel(FORMAT_ARGS, tw, npix, max_iter, iters, frac, hist); for a direct
+ * format FORMAT_ARGS are
  *   xs     [tw]       COORD_T  real part of each tile column's pixel centre
  *   ys     [th]       COORD_T  imaginary part of each tile row's pixel centre
+ *   r2                COORD_T  escape radius squared
+ * then, for every format,
  *   tw                uint     tile width in pixels
  *   npix              uint     tile pixels, tw * th
  *   max_iter          uint     iteration limit, < 2^31
- *   r2                COORD_T  escape radius squared
  *   iters  [npix]     uint     out: escape count per pixel, row-major in the tile
  *   frac   [npix]     float    out: smooth offset d; the continuous escape time is
  *                              n + d, d in about (-1, 4]; 0 for interior pixels
@@ -49,6 +56,16 @@ typedef uint hist_t;
 inline void hist_add(__global hist_t *h, uint bin, uint v) { atomic_add(h + bin, v); }
 #endif
 
+#ifndef FORMAT_ARGS /* a direct format: per-column and per-row coordinates */
+#define FORMAT_ARGS __global const COORD_T *xs, __global const COORD_T *ys, const COORD_T r2
+#define FORMAT_ARG_NAMES xs, ys, r2
+inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2 *z, double2 *c)
+{
+    *c = (double2)(to_double(xs[col]), to_double(ys[row]));
+    return escape_time(xs[col], ys[row], max_iter, r2, z);
+}
+#endif
+
 /* Smooth offset d = mu - n, with mu = N - log2(ln|z_N|^2 / ln B^2) the continuous
  * escape time for bailout B = 2^10: z keeps iterating in double from the escape
  * (|z| > R) until |z_N| > B. mu is continuous across the image where n jumps. */
@@ -67,8 +84,7 @@ inline float smooth_offset(double2 z, double cr, double ci)
     return (float)(extra - log2(log(m2) / SMOOTH_LN_B2));
 }
 
-__kernel void mandel(__global const COORD_T *xs, __global const COORD_T *ys,
-                     const uint tw, const uint npix, const uint max_iter, const COORD_T r2,
+__kernel void mandel(FORMAT_ARGS, const uint tw, const uint npix, const uint max_iter,
                      __global uint *iters, __global float *frac, __global hist_t *hist)
 {
     __local uint lh[LOCAL_BINS];
@@ -81,11 +97,10 @@ __kernel void mandel(__global const COORD_T *xs, __global const COORD_T *ys,
     const uint G = get_global_size(0);
     for (uint p = get_global_id(0); p < npix; p += G) {
         const uint row = p / tw, col = p - row * tw;
-        const COORD_T cr = xs[col], ci = ys[row];
-        double2 z = (double2)(0.0, 0.0);
-        const uint n = escape_time(cr, ci, max_iter, r2, &z);
+        double2 z = (double2)(0.0, 0.0), c;
+        const uint n = escape_pixel(FORMAT_ARG_NAMES, col, row, max_iter, &z, &c);
         iters[p] = n;
-        frac[p] = n ? smooth_offset(z, to_double(cr), to_double(ci)) : 0.0f;
+        frac[p] = n ? smooth_offset(z, c.x, c.y) : 0.0f;
         if (n < nlocal)
             atomic_inc(&lh[n]);
         else

@@ -61,9 +61,17 @@ def tiles_done(store: Path) -> int:
         return int(f["done"][...].sum())
 
 
+def node_idle() -> bool:
+    out = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True).stdout
+    return out.strip() == "idle"
+
+
 def release(job: str) -> None:
-    """Slurm delays a requeued job by two minutes; a test starts it at once."""
+    """Slurm delays a requeued job by two minutes; a test starts it as soon as the node
+    has cleaned up the previous start (earlier, Slurm revokes the new start's credential)."""
     wait_for("the job to be pending again", lambda: job_field(job, "JobState") == "PENDING")
+    wait_for("the node to be idle", node_idle)
+    time.sleep(1)
     subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
 
 

@@ -142,8 +142,8 @@ class TileRenderer:
         global_size = min(-(-npix // local) * local, cap)
         r2 = num.escape_r2(self.plan.spec.iterations.escape_radius)
         kernel = self._kernel(frame.precision)
-        kev = kernel(q, (global_size,), (local,), b_xs, b_ys, np.uint32(tile.width),
-                     np.uint32(npix), np.uint32(frame.max_iter), _scalar(frame.precision, r2),
+        kev = kernel(q, (global_size,), (local,), b_xs, b_ys, _scalar(frame.precision, r2),
+                     np.uint32(tile.width), np.uint32(npix), np.uint32(frame.max_iter),
                      b_it, b_fr, b_h, wait_for=[fill])
         iterations = np.empty((tile.height, tile.width), dtype=np.uint32)
         fraction = np.empty((tile.height, tile.width), dtype=np.float32)

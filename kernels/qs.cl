@@ -1,0 +1,389 @@
+/* qs.cl: escape time in quad-single arithmetic (four float32 limbs, about 96 bits),
+ * for deep frames on devices whose float32 is fast.
+ *
+ * Number format (farm/numerics/encode.py, "quad-single"): float4 x with x.s0 the
+ * most significant limb; value x.s0 + x.s1 + x.s2 + x.s3; limbs non-overlapping,
+ * |x.s(k+1)| <= ulp(x.s(k)) / 2 as the encoder writes them (results: see
+ * "Normalisation" below), so a value is held to about 2^-96 of itself. A zero limb
+ * is followed only by zero limbs. GPUs flush float32 subnormals to
+ * zero, so limbs below 2^-126 are lost: that costs nothing at |x| <= 4 with pixel
+ * spacings >= 1e-27 (2^-89), the range this format serves.
+ *
+ * Algorithms: the quad-double algorithms of Hida, Li and Bailey (error-free sums
+ * and products, renormalisation, "IEEE" and "sloppy" addition), written for float32
+ * limbs with fma for the exact products.
+ *
+ * Extensions: cl_khr_fp64 (to_double, and the double2 that escape_time fills).
+ * Expression contraction is switched off inside this file (the error-free
+ * transformations need every product and sum rounded as written) and back on at
+ * its end.
+ *
+ * Provides, for mandel.cl: COORD_T = float4, escape_time, to_double. For tests and
+ * other callers: qs_add (the variant escape_time uses), qs_add_accurate,
+ * qs_add_sloppy, qs_neg, qs_sub (with qs_add), qs_sub_accurate, qs_mul, qs_sqr,
+ * qs_mul2, qs_gt, and the helpers two_sum, quick_two_sum, two_prod, three_sum,
+ * three_sum2, renorm5.
+ *
+ * Error bounds, u = 2^-96; x, y the operands' values, e the exact result, r the
+ * result's value; f = 2^-120 absolute, for limbs below 2^-126 that GPUs flush (only
+ * reached when a difference cancels below about 2^-30):
+ *     qs_add_accurate, qs_sub_accurate   |r - e| <= u |e| + f
+ *     qs_add_sloppy (and its qs_sub)     |r - e| <= u (|x| + |y|) + f
+ *                                        (no bound relative to e when x, y cancel)
+ *     qs_mul, qs_sqr                     |r - e| <= u |e| + f
+ *     qs_mul2, qs_neg                    exact
+ *     qs_gt(x, y)                        x > y, exactly, on the whole values
+ *     to_double                          the nearest double, give or take 2^-76 |x|
+ * Each operation is exact up to the rounding of its result's last limb (half an ulp
+ * of a limb at most 2^-72 of the first: <= 2^-96 |r|) and terms 2^-24 below that,
+ * which the sloppy addition takes relative to the operands, not the result. Worst seen
+ * (tests/test_qs.py's operands; 1.2 million random and adversarial pairs): accurate
+ * 0.11 u (0.79 u), sloppy 0.10 u (0.50 u, relative to |x| + |y|), mul 0.09 u
+ * (0.125 u), sqr 0.12 u (0.125 u), identical on PoCL's CPU and an NVIDIA H100.
+ *
+ * Normalisation of results: |r.s(k+1)| <= ulp(r.s(k)), and a zero limb is followed
+ * only by zero limbs. The encoder's |r.s(k+1)| <= ulp(r.s(k)) / 2 holds except after
+ * a rounding tie inside renormalisation (about 1 in 10^5 random products; up to 0.75
+ * ulp seen, when the operands' limbs sit at exactly half an ulp). Every operation
+ * here takes either form as input.
+ *
+ * Default addition: escape_time uses qs_add = qs_add_sloppy, unless built with
+ * -DQS_ACCURATE_ADD. The sloppy addition loses relative accuracy only when the
+ * operands cancel, and the iteration needs only absolute accuracy at |z| <= 2, where
+ * both additions err by about 2^-94 a step. Counts against a 200-digit reference, 24 x
+ * 16 pixels: classic point -0.7436438870371587 + 0.1318259042053120i at width 1e-18
+ * (max_iter 10000), sloppy and accurate both 99.74%; Seahorse Valley point of
+ * tests/test_deep.py at width 1e-24 (max_iter 2000), both 99.48%. At the classic point
+ * at width 1e-24 (counts 15000 .. 18700) neither passes (85.4%, 86.2%) and no 96-bit
+ * format can: iterating exactly from the coordinates rounded to quad-single matches
+ * 91.9%. Speed, escape loop: sloppy 27.3, accurate 17.6 G iterations/s on an H100
+ * (NVIDIA OpenCL); 7.1 and 4.5 M/s on PoCL's 2-core CPU.
+ */
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#pragma OPENCL FP_CONTRACT OFF
+
+#define COORD_T float4
+
+/* ------------------------------------------------------------------ error-free steps */
+
+/* s + *err == a + b exactly, s = fl(a + b) (Knuth; any a, b). */
+inline float two_sum(float a, float b, float *err)
+{
+    const float s = a + b;
+    const float bv = s - a;
+    *err = (a - (s - bv)) + (b - bv);
+    return s;
+}
+
+/* s + *err == a + b exactly, s = fl(a + b), when a == 0 or exponent(a) >= exponent(b)
+ * (Dekker). */
+inline float quick_two_sum(float a, float b, float *err)
+{
+    const float s = a + b;
+    *err = b - (s - a);
+    return s;
+}
+
+/* p + *err == a * b exactly, p = fl(a * b) (while the error is not subnormal). */
+inline float two_prod(float a, float b, float *err)
+{
+    const float p = a * b;
+    *err = fma(a, b, -p);
+    return p;
+}
+
+/* (*a, *b, *c) <- sum, first error, second error of a + b + c; exact. */
+inline void three_sum(float *a, float *b, float *c)
+{
+    float e1, e2;
+    const float s1 = two_sum(*a, *b, &e1);
+    *a = two_sum(s1, *c, &e2);
+    *b = two_sum(e1, e2, c);
+}
+
+/* (*a, *b) <- sum and rounded error of a + b + c (the error of the error dropped). */
+inline void three_sum2(float *a, float *b, float c)
+{
+    float e1, e2;
+    const float s1 = two_sum(*a, *b, &e1);
+    *a = two_sum(s1, c, &e2);
+    *b = e1 + e2;
+}
+
+/* ------------------------------------------------------------------ renormalisation */
+
+/* Replace limb k of *r by v (k a run-time index). */
+inline void set_limb(float4 *r, int k, float v)
+{
+    r->s0 = k == 0 ? v : r->s0;
+    r->s1 = k == 1 ? v : r->s1;
+    r->s2 = k == 2 ? v : r->s2;
+    r->s3 = k == 3 ? v : r->s3;
+}
+
+/* Four limbs for c0 + c1 + c2 + c3 + c4, terms roughly decreasing in size (c(k) of
+ * order 2^-24k c0; any order is summed exactly, only the limbs' spacing suffers).
+ * Error: the last limb is rounded, <= ulp(limb 3) / 2. Limbs: |r(k+1)| <= ulp(r(k)),
+ * <= ulp(r(k)) / 2 but after a rounding tie (see "Normalisation" above).
+ *
+ * Pass 1, bottom-up: exact two_sums carry the sum of the tail upwards, so c0 is
+ * (nearly) the rounded total and each c(k) is the rounding error of a sum.
+ * Pass 2, top-down: a running remainder takes each term in turn; a sum whose error
+ * is non-zero is final and becomes the next limb, the error going on as the
+ * remainder; a sum with zero error stays the remainder (this squeezes zeros out, so
+ * no zero limb sits above a non-zero one). Once three limbs are out the fourth
+ * takes the rest, rounded. */
+inline float4 renorm5(float c0, float c1, float c2, float c3, float c4)
+{
+    c3 = two_sum(c3, c4, &c4);
+    c2 = two_sum(c2, c3, &c3);
+    c1 = two_sum(c1, c2, &c2);
+    c0 = two_sum(c0, c1, &c1);
+
+    float4 r = (float4)(0.0f);
+    float acc = c0, s, e;
+    int k = 0;
+#define QS_RENORM_STEP(t)                   \
+    s = quick_two_sum(acc, (t), &e);        \
+    if (e != 0.0f && k < 3) {               \
+        set_limb(&r, k, s);                 \
+        ++k;                                \
+        acc = e;                            \
+    } else {                                \
+        acc = s;                            \
+    }
+    QS_RENORM_STEP(c1)
+    QS_RENORM_STEP(c2)
+    QS_RENORM_STEP(c3)
+    QS_RENORM_STEP(c4)
+#undef QS_RENORM_STEP
+    set_limb(&r, k, acc);
+    return r;
+}
+
+/* ------------------------------------------------------------------ addition */
+
+/* Sloppy addition: limb-wise exact sums, the errors carried one level down, then
+ * renormalised. Error <= u (|a| + |b|): accurate relative to the operands, not to
+ * the result when they cancel. */
+inline float4 qs_add_sloppy(float4 a, float4 b)
+{
+    float t0, t1, t2, t3;
+    float s0 = two_sum(a.s0, b.s0, &t0);
+    float s1 = two_sum(a.s1, b.s1, &t1);
+    float s2 = two_sum(a.s2, b.s2, &t2);
+    float s3 = two_sum(a.s3, b.s3, &t3);
+    s1 = two_sum(s1, t0, &t0);  /* level 1 done; t0 now level 2 */
+    three_sum(&s2, &t0, &t1);   /* s2 + t0 + t1: s2, errors t0 (level 3), t1 (level 4) */
+    three_sum2(&s3, &t0, t2);   /* s3 + t0 + t2: s3, error t0 (level 4) */
+    t0 = t0 + t1 + t3;
+    return renorm5(s0, s1, s2, s3, t0);
+}
+
+/* Compare-exchange by magnitude: afterwards |*hi| >= |*lo|. */
+inline void cx_mag(float *hi, float *lo)
+{
+    const float h = *hi, l = *lo;
+    const int swap = fabs(l) > fabs(h);
+    *hi = swap ? l : h;
+    *lo = swap ? h : l;
+}
+
+/* Accurate ("IEEE") addition: the eight limbs merged by decreasing magnitude (a
+ * Batcher odd-even merge network of the two sorted limb lists, branch-free), then
+ * summed through a two-float accumulator (u, v) that hands on a finished limb
+ * whenever both of its exact sums leave a non-zero error. Terms left once four
+ * limbs are out (all below the last limb's ulp) are added to it plainly.
+ * Error <= u |a + b|, also under cancellation; exactly 0 when a + b == 0. */
+inline float4 qs_add_accurate(float4 a, float4 b)
+{
+    /* merge: evens (a0 a2 | b0 b2) and odds (a1 a3 | b1 b3), then one layer */
+    float e0 = a.s0, e1 = a.s2, e2 = b.s0, e3 = b.s2;
+    float o0 = a.s1, o1 = a.s3, o2 = b.s1, o3 = b.s3;
+    cx_mag(&e0, &e2); cx_mag(&e1, &e3); cx_mag(&e2, &e1); /* e0 e2 e1 e3 sorted */
+    cx_mag(&o0, &o2); cx_mag(&o1, &o3); cx_mag(&o2, &o1); /* o0 o2 o1 o3 sorted */
+    float t0 = e0, t1 = o0, t2 = e2, t3 = o2, t4 = e1, t5 = o1, t6 = e3, t7 = o3;
+    cx_mag(&t1, &t2); cx_mag(&t3, &t4); cx_mag(&t5, &t6); /* t0 .. t7 sorted */
+
+    float4 r = (float4)(0.0f);
+    int k = 0;
+    float tail = 0.0f, u, v;
+    u = quick_two_sum(t0, t1, &v);
+#define QS_ACCUM(t)                                             \
+    if (k < 4) {                                                \
+        float eb, ea;                                           \
+        const float sv = two_sum(v, (t), &eb);                  \
+        const float su = two_sum(u, sv, &ea);                   \
+        if (ea != 0.0f && eb != 0.0f) {                         \
+            set_limb(&r, k, su);                                \
+            ++k;                                                \
+            u = ea;                                             \
+            v = eb;                                             \
+        } else {                                                \
+            u = su;                                             \
+            v = ea != 0.0f ? ea : eb;                           \
+        }                                                       \
+    } else {                                                    \
+        tail += (t);                                            \
+    }
+    QS_ACCUM(t2)
+    QS_ACCUM(t3)
+    QS_ACCUM(t4)
+    QS_ACCUM(t5)
+    QS_ACCUM(t6)
+    QS_ACCUM(t7)
+#undef QS_ACCUM
+    /* the accumulator (and tail) below the limbs out so far */
+    if (k == 4) {
+        r.s3 += (u + v) + tail;
+    } else if (k == 3) {
+        r.s3 = u + v;
+    } else {
+        set_limb(&r, k, u);
+        set_limb(&r, k + 1, v);
+    }
+    return renorm5(r.s0, r.s1, r.s2, r.s3, 0.0f);
+}
+
+#ifdef QS_ACCURATE_ADD
+#define qs_add qs_add_accurate
+#else
+#define qs_add qs_add_sloppy
+#endif
+
+inline float4 qs_neg(float4 a) { return -a; }
+
+inline float4 qs_sub(float4 a, float4 b) { return qs_add(a, -b); }
+
+inline float4 qs_sub_accurate(float4 a, float4 b) { return qs_add_accurate(a, -b); }
+
+/* 2a, exact (each limb doubled; no overflow below 2^127). */
+inline float4 qs_mul2(float4 a) { return a + a; }
+
+/* a > b on the whole values: the sign of the accurate difference, whose leading
+ * limb carries the sign of a - b (its error is below |a - b|) and is 0 only when
+ * a == b. */
+inline int qs_gt(float4 a, float4 b) { return qs_sub_accurate(a, b).s0 > 0.0f; }
+
+/* ------------------------------------------------------------------ multiplication */
+
+/* *hi + *lo += t: exact into *hi, the error rounded into *lo. */
+inline void add_carry(float *hi, float *lo, float t)
+{
+    float e;
+    *hi = two_sum(*hi, t, &e);
+    *lo += e;
+}
+
+/* Product by orders: with |x(k)| <= 2^-24k |x0|, the partial products a(i) b(j) are
+ * of order 2^-24(i+j). Orders 0 to 3 are formed exactly (two_prod) and each order
+ * is summed exactly (two_sum), its errors going one order down; order 3 ends as
+ * c3 + c4, with c4 (order 4: three products, the order-3 errors) summed plainly.
+ * Rounding errors left are those of c4, of order 2^-120, and the dropped orders
+ * 5 and below (< 2^-118); the result is then rounded to four limbs (renorm5). */
+inline float4 qs_mul(float4 a, float4 b)
+{
+    float e00, e01, e10, e02, e11, e20, f03, f12, f21, f30, w0, w1, w2, w3, w4;
+    const float p00 = two_prod(a.s0, b.s0, &e00);
+    float p01 = two_prod(a.s0, b.s1, &e01);
+    float p10 = two_prod(a.s1, b.s0, &e10);
+    const float p02 = two_prod(a.s0, b.s2, &e02);
+    const float p11 = two_prod(a.s1, b.s1, &e11);
+    const float p20 = two_prod(a.s2, b.s0, &e20);
+    const float p03 = two_prod(a.s0, b.s3, &f03);
+    const float p12 = two_prod(a.s1, b.s2, &f12);
+    const float p21 = two_prod(a.s2, b.s1, &f21);
+    const float p30 = two_prod(a.s3, b.s0, &f30);
+
+    /* order 1: p01 + p10 + e00 -> c1 = p01; carries p10 (order 2), e00 (order 3) */
+    three_sum(&p01, &p10, &e00);
+    /* order 2 */
+    float c2 = two_sum(p10, p02, &w0);
+    c2 = two_sum(c2, p11, &w1);
+    c2 = two_sum(c2, p20, &w2);
+    c2 = two_sum(c2, e01, &w3);
+    c2 = two_sum(c2, e10, &w4);
+    /* order 3 into c3 + c4; order 4 into c4 */
+    float c3 = e00;
+    float c4 = fma(a.s1, b.s3, fma(a.s2, b.s2, fma(a.s3, b.s1, (f03 + f12) + (f21 + f30))));
+    add_carry(&c3, &c4, w0);
+    add_carry(&c3, &c4, w1);
+    add_carry(&c3, &c4, w2);
+    add_carry(&c3, &c4, w3);
+    add_carry(&c3, &c4, w4);
+    add_carry(&c3, &c4, e02);
+    add_carry(&c3, &c4, e11);
+    add_carry(&c3, &c4, e20);
+    add_carry(&c3, &c4, p03);
+    add_carry(&c3, &c4, p12);
+    add_carry(&c3, &c4, p21);
+    add_carry(&c3, &c4, p30);
+    return renorm5(p00, p01, c2, c3, c4);
+}
+
+/* Square: qs_mul's scheme with the symmetric products taken once and doubled
+ * (doubling is exact). */
+inline float4 qs_sqr(float4 a)
+{
+    float e00, e01, e02, e11, f03, f12, w0, w1, w2;
+    const float a0x2 = a.s0 + a.s0, a1x2 = a.s1 + a.s1;
+    const float p00 = two_prod(a.s0, a.s0, &e00);
+    float p01 = two_prod(a0x2, a.s1, &e01);
+    const float p02 = two_prod(a0x2, a.s2, &e02);
+    const float p11 = two_prod(a.s1, a.s1, &e11);
+    const float p03 = two_prod(a0x2, a.s3, &f03);
+    const float p12 = two_prod(a1x2, a.s2, &f12);
+
+    /* order 1: p01 + e00 -> c1 = p01; carry e00 (order 2) */
+    p01 = two_sum(p01, e00, &e00);
+    /* order 2 */
+    float c2 = two_sum(p02, p11, &w0);
+    c2 = two_sum(c2, e01, &w1);
+    c2 = two_sum(c2, e00, &w2);
+    /* order 3 (2 a0 a3, 2 a1 a2, errors) into c3 + c4; order 4 (2 a1 a3 + a2^2) */
+    float c3 = w0;
+    float c4 = fma(a1x2, a.s3, fma(a.s2, a.s2, f03 + f12));
+    add_carry(&c3, &c4, w1);
+    add_carry(&c3, &c4, w2);
+    add_carry(&c3, &c4, e02);
+    add_carry(&c3, &c4, e11);
+    add_carry(&c3, &c4, p03);
+    add_carry(&c3, &c4, p12);
+    return renorm5(p00, p01, c2, c3, c4);
+}
+
+/* ------------------------------------------------------------------ for mandel.cl */
+
+/* The value rounded to double: the limbs summed smallest first. */
+inline double to_double(float4 x)
+{
+    return (double)x.s0 + ((double)x.s1 + ((double)x.s2 + (double)x.s3));
+}
+
+/* z(0) = 0, z(k+1) = z(k)^2 + c: the first k >= 1 with |z(k)|^2 > r2, or 0 after
+ * max_iter steps; on escape *z = z(k) in doubles. r2 > 0.
+ *
+ * Per step: x^2, y^2 and x y once each; x' = x^2 - y^2 + cr, y' = 2 x y + ci.
+ * The escape test reads the leading limbs first: with m = fl(xx.s0 + yy.s0) (no
+ * cancellation: both are >= 0), the full |z|^2 = xx + yy lies within m (1 +- 2^-22),
+ * and r2 within r2.s0 (1 +- 2^-23), so outside r2.s0 (1 +- 2^-20) the leading limbs
+ * decide; inside, the full sum is compared exactly. */
+inline uint escape_time(float4 cr, float4 ci, uint max_iter, float4 r2, double2 *z)
+{
+    const float hi = r2.s0 * (1.0f + 0x1p-20f), lo = r2.s0 * (1.0f - 0x1p-20f);
+    float4 x = (float4)(0.0f), y = (float4)(0.0f), xx = (float4)(0.0f), yy = (float4)(0.0f);
+    for (uint k = 1; k <= max_iter; ++k) {
+        y = qs_add(qs_mul2(qs_mul(x, y)), ci);
+        x = qs_add(qs_sub(xx, yy), cr);
+        xx = qs_sqr(x);
+        yy = qs_sqr(y);
+        const float m = xx.s0 + yy.s0;
+        if (m > lo && (m > hi || qs_gt(qs_add(xx, yy), r2))) {
+            *z = (double2)(to_double(x), to_double(y));
+            return k;
+        }
+    }
+    return 0;
+}
+
+#pragma OPENCL FP_CONTRACT ON
