@@ -8,8 +8,8 @@ width scanned, on every grid. The printed limit is the smallest such spacing.
 The view is the Seahorse Valley Misiurewicz point of tests/test_deep.py (boundary
 filaments at every scale, every pixel escapes): a deliberately hard view, so the
 limits are conservative. The column "rounded c" is what exact arithmetic achieves on
-the coordinates rounded to the format's resolution (2^-96 absolute for fp128 and
-quad-single, binary64 for f64): no format of that size can do better.
+the coordinates rounded as the format holds them (2^-96 absolute for fp128, four
+float32 limbs for quad-single, binary64 for f64): no format of that size can do better.
 
     python benchmarks/precision_limits.py                # all formats, PoCL or GPU
     python benchmarks/precision_limits.py --formats f64 --device cpu
@@ -22,6 +22,7 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
+import mpmath
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -30,6 +31,7 @@ from conftest import make_spec, render_frame  # noqa: E402
 from reference import escape_count, pixel_c, reference_counts  # noqa: E402
 
 from farm.compute.device import candidates  # noqa: E402
+from farm.numerics.encode import qs_limbs  # noqa: E402
 from farm.plan import make_plan  # noqa: E402
 
 MISIUREWICZ = ("-0.749525718967526899076284369547895600256399088280799332045540",
@@ -37,10 +39,15 @@ MISIUREWICZ = ("-0.749525718967526899076284369547895600256399088280799332045540"
 WIDTHS = {
     "f64": ["1e-8", "3e-9", "1e-9", "3e-10", "1e-10", "3e-11", "1e-11", "3e-12", "1e-12"],
     "fp128": ["1e-20", "3e-21", "1e-21", "3e-22", "1e-22", "3e-23", "1e-23", "3e-24", "1e-24"],
-    "quad-single": ["1e-20", "3e-21", "1e-21", "3e-22", "1e-22", "3e-23", "1e-23", "3e-24", "1e-24"],
+    "quad-single": ["1e-20", "1e-21", "1e-22", "1e-23", "3e-24", "1e-24", "3e-25", "1e-25", "3e-26"],
 }
 GRIDS = [(24, 16), (48, 32)]
 MAX_ITER = 2000
+
+
+def _mpf(q: Fraction) -> mpmath.mpf:
+    with mpmath.workprec(600):
+        return mpmath.mpf(q.numerator) / q.denominator
 
 
 def rounded_counts(fmt, width, size):
@@ -52,8 +59,10 @@ def rounded_counts(fmt, width, size):
             re, im = pixel_c(MISIUREWICZ, width, size, i, j)
             if fmt == "f64":
                 re, im = Fraction(float(re)), Fraction(float(im))
-            else:
+            elif fmt == "fp128":
                 re, im = (Fraction(round(v * 2**96), 2**96) for v in (re, im))
+            else:  # quad-single: the exact sum of the encoder's four float32 limbs
+                re, im = (sum(map(Fraction, qs_limbs(_mpf(v))), Fraction(0)) for v in (re, im))
             out[j, i] = escape_count(re, im, MAX_ITER)
     return out
 
