@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One GPU session (benchmarks on the lent machine): checks, then kernel and farm timings.
+# Run from the repository root with pyopencl importable; logs and tables go to $OUT.
+# Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [steps]   steps: any of
+#   devices tests kernels farm scaling   (default: devices tests kernels farm)
+set -u
+OUT=${OUT:-/tmp/farm-gpu}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+steps=${*:-devices tests kernels farm}
+log() { echo "== $* ($(date +%T))"; }
+for step in $steps; do
+  case $step in
+    devices)
+      log devices
+      nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv | tee "$OUT/gpu.txt"
+      python3 -c "import h5py, numpy, mpmath; print('h5py', h5py.version.version, 'hdf5', h5py.version.hdf5_version)"
+      python3 -m farm devices | tee "$OUT/devices.txt" ;;
+    tests)
+      log "tests on the GPU"
+      FARM_TEST_DEVICES=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fp128.py tests/test_qs.py \
+        tests/test_kernel_f64.py tests/test_histogram.py tests/test_deep.py 2>&1 | tail -15 | tee "$OUT/tests.txt" ;;
+    kernels)
+      log "kernel sweep"
+      python3 benchmarks/kernels.py --ptx "$OUT/ptx" --json "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.txt" ;;
+    farm)
+      log "farm: one GPU, full render vs kernel alone"
+      python3 benchmarks/farm_scaling.py benchmarks/jobs/scaling.toml --workers 1 --out /tmp/scal \
+        2>&1 | tee "$OUT/farm1.txt" ;;
+    scaling)
+      n=$(nvidia-smi -L | wc -l)
+      ws=1; [ "$n" -ge 2 ] && ws=1,2; [ "$n" -ge 4 ] && ws=1,2,4
+      log "scaling over $ws GPU(s)"
+      python3 benchmarks/farm_scaling.py benchmarks/jobs/scaling.toml --workers "$ws" --out /tmp/scal \
+        --no-kernel-alone 2>&1 | tee "$OUT/scaling.txt" ;;
+  esac
+done
+log done
