@@ -63,6 +63,7 @@ def run_stats(store: Path) -> dict:
         frames = f["iterations"].shape[0]
     wall = float(run["ended"] - run["started"])
     return {"wall": wall, "frames": frames, "master_busy": float(run["master_busy"]) / wall,
+            "writer_busy": float(run["writer_busy"]) / wall,
             "busy": {r: b / wall for r, b in busy.items()}}
 
 
@@ -109,7 +110,7 @@ def main() -> None:
               f"{iters / kernel_s / 1e9:.1f} Giter/s")
     base = results.get("mpiexec 1 worker(s)", results["1 process"])["wall"]
     print(f"\n{'run':<22} {'wall s':>8} {'frames/min':>10} {'Giter/s':>8} {'vs kernel':>9} "
-          f"{'speed-up':>8} {'effic.':>6} {'master':>7}  worker busy shares")
+          f"{'speed-up':>8} {'effic.':>6} {'master':>7} {'writer':>7}  worker busy shares")
     for label, n in rows:
         r = results[label]
         rate = iters / r["wall"] / 1e9
@@ -118,7 +119,7 @@ def main() -> None:
         eff = speedup / (n or 1)
         shares = " ".join(f"{k}:{v:.2f}" for k, v in sorted(r["busy"].items()))
         print(f"{label:<22} {r['wall']:8.2f} {60 * frames / r['wall']:10.1f} {rate:8.1f} {vs_kernel} "
-              f"{speedup:8.2f} {eff:6.2f} {r['master_busy']:7.3f}  {shares}")
+              f"{speedup:8.2f} {eff:6.2f} {r['master_busy']:7.3f} {r['writer_busy']:7.3f}  {shares}")
     (args.out / "results.json").write_text(json.dumps(
         {"iterations": iters, "kernel_alone_s": kernel_s, "runs": results}, indent=1, default=str))
 

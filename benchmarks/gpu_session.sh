@@ -2,7 +2,7 @@
 # One GPU session (benchmarks on the lent machine): checks, then kernel and farm timings.
 # Run from the repository root with pyopencl importable; logs and tables go to $OUT.
 # Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [steps]   steps: any of
-#   devices tests kernels farm scaling   (default: devices tests kernels farm)
+#   devices tests kernels quick ptx farm scaling   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
 mkdir -p "$OUT"
@@ -19,7 +19,18 @@ for step in $steps; do
     tests)
       log "tests on the GPU"
       FARM_TEST_DEVICES=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fp128.py tests/test_qs.py \
-        tests/test_kernel_f64.py tests/test_histogram.py tests/test_deep.py 2>&1 | tail -15 | tee "$OUT/tests.txt" ;;
+        tests/test_kernel_f64.py tests/test_histogram.py tests/test_deep.py > "$OUT/tests.txt" 2>&1
+      tail -4 "$OUT/tests.txt"
+      log "fp128 tests without PTX"
+      FARM_NO_PTX=1 FARM_TEST_DEVICES=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fp128.py \
+        tests/test_deep.py 2>&1 | tail -2 ;;
+    quick)
+      log "kernels, default launch configuration"
+      python3 benchmarks/kernels.py --quick --ptx "$OUT/bin" 2>&1 | tee "$OUT/quick.txt"
+      tar -C "$OUT" -czf "$OUT/binaries.tgz" bin && rm -rf "$OUT/bin" ;;
+    ptx)
+      log "fp128 without PTX"
+      FARM_NO_PTX=1 python3 benchmarks/kernels.py --quick --formats fp128 2>&1 | tee "$OUT/noptx.txt" ;;
     kernels)
       log "kernel sweep"
       python3 benchmarks/kernels.py --ptx "$OUT/ptx" --json "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.txt" ;;

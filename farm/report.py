@@ -101,7 +101,8 @@ def status_text(info: dict[str, Any]) -> str:
             lines.append(f"balance    max/mean busy = {run['balance_max_over_mean']}")
         if "master_busy_share" in run:
             lines.append(f"master     busy {100 * run['master_busy_share']:.1f}% of the run's "
-                         f"{run['wall_s']:.1f} s (writing tiles, scheduling)")
+                         f"{run['wall_s']:.1f} s (receiving, scheduling); its writer thread "
+                         f"{100 * run['writer_busy_share']:.1f}%")
     lines.append("per frame  (# done, + started, . waiting)")
     lines.append(_frame_strip(info["frame_progress"]))
     return "\n".join(lines)

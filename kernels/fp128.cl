@@ -13,7 +13,7 @@
  *   fp_neg, fp_inc    -u, u + 1 mod 2^128 (exact)
  *   fp_abs            |u| (exact for u > -2^127)
  *   fp_is_neg         u < 0
- *   fp_gt             u > v (signed)
+ *   fp_gt, fp_gt_u    u > v (signed; unsigned)
  *   fp_shl, fp_shr    u * 2^n mod 2^128, floor(u / 2^n) (arithmetic), 0 <= n < 128
  *   fp_mul_word       u * k mod 2^128 for a signed 32-bit word k (exact)
  *   fp_mul, fp_sqr    a * b and a * a, rounded to nearest: the magnitude |a||b| sums
@@ -33,6 +33,13 @@
  * Range: while |z|^2 <= R^2 (R <= 128), every intermediate stays below 2^31: |x+y|^2
  * <= 2R^2, and the step after the last unescaped one has |z|^2 <= (R^2 + |c|)^2 < 2^31.
  *
+ * NVIDIA: built with -DFP128_PTX (farm/compute/programs.py does so on NVIDIA's
+ * platform), the square, additions, negation-by-mask and the escape comparison use
+ * inline PTX carry chains (add.cc/addc, mad.lo.cc/madc.hi), which C cannot express:
+ * a square is 26 instructions. The PTX square keeps exactly the partial products the
+ * portable one keeps, so results are bitwise identical (tests/test_fp128.py checks
+ * both against exact integers).
+ *
  * Provides, for mandel.cl: COORD_T = uint4, escape_time, to_double.
  */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
@@ -48,6 +55,32 @@ inline fp128 fp_make(ulong hi, ulong lo)
     return (fp128)((uint)lo, (uint)(lo >> 32), (uint)hi, (uint)(hi >> 32));
 }
 
+#ifdef FP128_PTX
+/* u + v and u - v as four-word carry chains. */
+inline fp128 fp_add(fp128 a, fp128 b)
+{
+    fp128 r;
+    asm("add.cc.u32  %0, %4, %8;\n\t"
+        "addc.cc.u32 %1, %5, %9;\n\t"
+        "addc.cc.u32 %2, %6, %10;\n\t"
+        "addc.u32    %3, %7, %11;"
+        : "=r"(r.s0), "=r"(r.s1), "=r"(r.s2), "=r"(r.s3)
+        : "r"(a.s0), "r"(a.s1), "r"(a.s2), "r"(a.s3), "r"(b.s0), "r"(b.s1), "r"(b.s2), "r"(b.s3));
+    return r;
+}
+
+inline fp128 fp_sub(fp128 a, fp128 b)
+{
+    fp128 r;
+    asm("sub.cc.u32  %0, %4, %8;\n\t"
+        "subc.cc.u32 %1, %5, %9;\n\t"
+        "subc.cc.u32 %2, %6, %10;\n\t"
+        "subc.u32    %3, %7, %11;"
+        : "=r"(r.s0), "=r"(r.s1), "=r"(r.s2), "=r"(r.s3)
+        : "r"(a.s0), "r"(a.s1), "r"(a.s2), "r"(a.s3), "r"(b.s0), "r"(b.s1), "r"(b.s2), "r"(b.s3));
+    return r;
+}
+#else
 inline fp128 fp_add(fp128 a, fp128 b)
 {
     const ulong lo = fp_lo(a) + fp_lo(b);
@@ -60,6 +93,8 @@ inline fp128 fp_sub(fp128 a, fp128 b)
     return fp_make(fp_hi(a) - fp_hi(b) - (alo < blo), alo - blo);
 }
 
+#endif
+
 inline fp128 fp_neg(fp128 a) { return fp_sub((fp128)(0u), a); }
 
 inline fp128 fp_inc(fp128 a)
@@ -70,27 +105,46 @@ inline fp128 fp_inc(fp128 a)
 
 inline int fp_is_neg(fp128 a) { return (int)a.s3 < 0; }
 
-/* Branch-free: with m all ones for a negative value, |u| = (u ^ m) + (m & 1). */
-inline fp128 fp_abs(fp128 a)
+/* Branch-free negation where m is all ones (m = 0: unchanged): (u ^ m) - m, since m
+ * read as a 128-bit integer is -1 or 0. */
+inline fp128 fp_flip(fp128 a, uint m)
 {
-    const ulong m = (ulong)((long)fp_hi(a) >> 63);
-    const ulong lo = (fp_lo(a) ^ m) + (m & 1);
-    return fp_make((fp_hi(a) ^ m) + (lo < (m & 1)), lo);
+    const fp128 mask = (fp128)(m);
+    return fp_sub(a ^ mask, mask);
 }
 
-/* Negate when neg is nonzero, without branching. */
-inline fp128 fp_negate_if(fp128 a, int neg)
-{
-    const ulong m = neg ? ~0ul : 0ul;
-    const ulong lo = (fp_lo(a) ^ m) + (m & 1);
-    return fp_make((fp_hi(a) ^ m) + (lo < (m & 1)), lo);
-}
+inline fp128 fp_abs(fp128 a) { return fp_flip(a, (uint)((int)a.s3 >> 31)); }
+
+inline fp128 fp_negate_if(fp128 a, int neg) { return fp_flip(a, neg ? ~0u : 0u); }
 
 inline int fp_gt(fp128 a, fp128 b)
 {
     const long ah = (long)fp_hi(a), bh = (long)fp_hi(b);
     return ah > bh || (ah == bh && fp_lo(a) > fp_lo(b));
 }
+
+/* u > v for u, v read as unsigned (the escape test: |z|^2 and R^2 are >= 0). */
+#ifdef FP128_PTX
+inline int fp_gt_u(fp128 a, fp128 b)
+{
+    uint borrow;
+    asm("{\n\t.reg .u32 t;\n\t"
+        "sub.cc.u32  t, %1, %5;\n\t"
+        "subc.cc.u32 t, %2, %6;\n\t"
+        "subc.cc.u32 t, %3, %7;\n\t"
+        "subc.cc.u32 t, %4, %8;\n\t"
+        "subc.u32    %0, 0, 0;\n\t}"
+        : "=r"(borrow)
+        : "r"(b.s0), "r"(b.s1), "r"(b.s2), "r"(b.s3), "r"(a.s0), "r"(a.s1), "r"(a.s2), "r"(a.s3));
+    return borrow != 0; /* v - u borrows */
+}
+#else
+inline int fp_gt_u(fp128 a, fp128 b)
+{
+    const ulong ah = fp_hi(a), bh = fp_hi(b);
+    return ah > bh || (ah == bh && fp_lo(a) > fp_lo(b));
+}
+#endif
 
 inline fp128 fp_shl(fp128 a, uint n)
 {
@@ -150,6 +204,46 @@ inline fp128 fp_mul_u(fp128 a, fp128 b)
     return (fp128)((uint)c3, (uint)c4, (uint)c5, c6);
 }
 
+#ifdef FP128_PTX
+/* The magnitude square as PTX carry chains: rows a0 * (a1, a2, a3), a1 * (a2, a3) and
+ * a2 * a3 (the off-diagonal products, without the low half of a0 a1, with 2^30 added
+ * at column 2) summed, doubled, then the diagonal a1^2, a2^2 and the low half of a3^2
+ * added: the same terms as the portable version, so the same bits. */
+inline fp128 fp_sqr_u(fp128 a)
+{
+    uint t2, t3, t4, u3, u4, u5, v5, v6;
+    asm("mad.lo.cc.u32  %0, %8, %10, 0x40000000;\n\t"
+        "madc.lo.cc.u32 %1, %8, %11, 0;\n\t"
+        "addc.u32       %2, 0, 0;\n\t"
+        "mad.hi.cc.u32  %0, %8, %9, %0;\n\t"
+        "madc.hi.cc.u32 %1, %8, %10, %1;\n\t"
+        "madc.hi.u32    %2, %8, %11, %2;\n\t"
+        "mul.lo.u32     %3, %9, %10;\n\t"
+        "mul.lo.u32     %4, %9, %11;\n\t"
+        "mad.hi.cc.u32  %4, %9, %10, %4;\n\t"
+        "madc.hi.u32    %5, %9, %11, 0;\n\t"
+        "mul.lo.u32     %6, %10, %11;\n\t"
+        "mul.hi.u32     %7, %10, %11;\n\t"
+        "add.cc.u32     %1, %1, %3;\n\t"
+        "addc.cc.u32    %2, %2, %4;\n\t"
+        "addc.cc.u32    %5, %5, %6;\n\t"
+        "addc.u32       %7, %7, 0;\n\t"
+        "add.cc.u32     %0, %0, %0;\n\t"
+        "addc.cc.u32    %1, %1, %1;\n\t"
+        "addc.cc.u32    %2, %2, %2;\n\t"
+        "addc.cc.u32    %5, %5, %5;\n\t"
+        "addc.u32       %7, %7, %7;\n\t"
+        "mad.lo.cc.u32  %0, %9, %9, %0;\n\t"
+        "madc.hi.cc.u32 %1, %9, %9, %1;\n\t"
+        "madc.lo.cc.u32 %2, %10, %10, %2;\n\t"
+        "madc.hi.cc.u32 %5, %10, %10, %5;\n\t"
+        "madc.lo.u32    %7, %11, %11, %7;"
+        : "=&r"(t2), "=&r"(t3), "=&r"(t4), "=&r"(u3), "=&r"(u4), "=&r"(u5), "=&r"(v5), "=&r"(v6)
+        : "r"(a.s0), "r"(a.s1), "r"(a.s2), "r"(a.s3));
+    return (fp128)(t3, t4, u5, v6);
+}
+
+#else
 /* Magnitude square: the same columns, each symmetric product counted twice. */
 inline fp128 fp_sqr_u(fp128 a)
 {
@@ -163,6 +257,8 @@ inline fp128 fp_sqr_u(fp128 a)
     const uint c6 = (uint)HI(c5) + 2 * (uint)HI(p23) + a.s3 * a.s3;
     return (fp128)((uint)c3, (uint)c4, (uint)c5, c6);
 }
+
+#endif
 
 inline fp128 fp_mul(fp128 a, fp128 b)
 {
@@ -183,7 +279,7 @@ inline uint escape_time(fp128 cr, fp128 ci, uint max_iter, fp128 r2, double2 *z)
     for (uint k = 1;; ++k) {
         const fp128 xx = fp_sqr(x), yy = fp_sqr(y);
         const fp128 mag = fp_add(xx, yy);
-        if (fp_gt(mag, r2)) {
+        if (fp_gt_u(mag, r2)) {
             *z = (double2)(to_double(x), to_double(y));
             return k;
         }

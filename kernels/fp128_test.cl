@@ -6,7 +6,7 @@
  *   out    [n*10] uint4   out[10*i + op] for op = 0 add, 1 sub, 2 neg(a), 3 abs(a),
  *                         4 inc(a), 5 mul, 6 sqr(a), 7 mul_word(a, k), 8 shl(a, k&127),
  *                         9 shr(a, k&127)
- *   flags  [n] int     bit 0: fp_gt(a, b); bit 1: fp_is_neg(a)
+ *   flags  [n] int     bit 0: fp_gt(a, b); bit 1: fp_is_neg(a); bit 2: fp_gt_u(a, b)
  */
 #define FP128_NOPS 10
 
@@ -27,5 +27,5 @@ __kernel void fp128_ops(__global const uint4 *a, __global const uint4 *b, __glob
     o[7] = fp_mul_word(x, w);
     o[8] = fp_shl(x, (uint)w & 127u);
     o[9] = fp_shr(x, (uint)w & 127u);
-    flags[i] = fp_gt(x, y) | (fp_is_neg(x) << 1);
+    flags[i] = fp_gt(x, y) | (fp_is_neg(x) << 1) | (fp_gt_u(x, y) << 2);
 }

@@ -83,6 +83,7 @@ def test_fp128_operations(cl_device, seed):
         assert r[8] == _signed(u << shift)
         assert r[9] == u >> shift
         assert bool(flag & 1) == (u > v) and bool(flag & 2) == (u < 0)
+        assert bool(flag & 4) == (u % MOD > v % MOD)
         for got, x, y in ((r[5], u, v), (r[6], u, u)):
             exact = abs(x) * abs(y)
             if exact >= (1 << 127) * ONE:

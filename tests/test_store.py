@@ -12,7 +12,7 @@ from farm.errors import StoreError
 from farm.plan import make_plan
 from farm.store import layout
 from farm.store.reader import Store
-from farm.store.writer import Finished, StoreWriter
+from farm.store.writer import Finished, StoreWriter, tile_crc
 
 
 def _plan(frames=3):
@@ -28,7 +28,8 @@ def _fake_tile(plan, f, t, seed):
     fr = rng.random((tile.height, tile.width), dtype=np.float32)
     counts = np.bincount(it.ravel())
     bins = np.flatnonzero(counts)
-    return Finished(f, t, it, fr, bins.astype(np.int64), counts[bins].astype(np.int64), 0.01, 1)
+    return Finished(f, t, it, fr, bins.astype(np.int64), counts[bins].astype(np.int64), 0.01, 1,
+                    tile_crc(it, fr))
 
 
 def test_layout(tmp_path):

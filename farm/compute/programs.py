@@ -13,6 +13,7 @@ cache; this module keeps built programs per (context, sources, options).
 from __future__ import annotations
 
 import functools
+import os
 from importlib import resources
 from pathlib import Path
 
@@ -50,11 +51,14 @@ def build(ctx: cl.Context, names: tuple[str, ...], options: tuple[str, ...] = ()
 
 
 def device_options(device: cl.Device, local_bins: int) -> tuple[str, ...]:
-    """Build options on ``device``: -DHIST64 when 64-bit atomics exist, and the local
-    sub-histogram size (at most a quarter of the device's local memory)."""
+    """Build options on ``device``: -DHIST64 when 64-bit atomics exist, -DFP128_PTX on
+    NVIDIA's platform (inline PTX carry chains; FARM_NO_PTX=1 turns them off), and the
+    local sub-histogram size (at most a quarter of the device's local memory)."""
     opts = []
     if "cl_khr_int64_base_atomics" in device.extensions.split():
         opts.append("-DHIST64")
+    if "NVIDIA" in device.platform.name and os.environ.get("FARM_NO_PTX", "") in ("", "0"):
+        opts.append("-DFP128_PTX")
     fits = device.local_mem_size // 16
     opts.append(f"-DLOCAL_BINS={max(16, min(local_bins, fits))}")
     return tuple(opts)

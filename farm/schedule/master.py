@@ -1,9 +1,10 @@
 """The master loop: events from the transport into the scheduler, its instructions out.
 
 The master is the only writer of the store. It polls the transport, feeds every
-event to :class:`~farm.schedule.state.Scheduler`, sends the assignments and
-writes each batch of accepted results (:class:`~farm.store.writer.StoreWriter`)
-while the workers go on computing. SIGTERM, SIGINT and SIGUSR1 become a stop
+event to :class:`~farm.schedule.state.Scheduler`, sends the assignments and hands
+each batch of accepted results to a writer thread
+(:class:`~farm.store.writer.WriterThread`), so it goes on receiving while the disk
+works and the workers go on computing. SIGTERM, SIGINT and SIGUSR1 become a stop
 request: no new assignments, results in flight are collected for ``grace``
 seconds, then the loop ends as "interrupted".
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from farm.progress import Progress
 from farm.schedule.state import Assign, End, Note, Release, Scheduler, StopRequested, Store, Tick
 from farm.schedule.transport import MasterLink
-from farm.store.writer import StoreWriter
+from farm.store.writer import StoreWriter, WriterThread
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
@@ -37,7 +38,8 @@ class MasterOptions:
 class MasterReport:
     end: End
     wall_s: float
-    busy_s: float  # master time spent writing and deciding (not waiting)
+    busy_s: float  # the master loop's time receiving and deciding (not waiting)
+    writer_busy_s: float  # the writer thread's time writing
     tiles: int
     notes: list[str] = field(default_factory=list)
 
@@ -77,6 +79,7 @@ def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = M
     busy = 0.0
     stored = 0
     notes: list[str] = []
+    background = WriterThread(writer)
     with _Signals() as signals:
         while sched.ended is None:
             events = link.poll(0.05)
@@ -100,10 +103,11 @@ def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = M
                         short = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
                         print(f"farm: {short}", file=sys.stderr)
             if batch:
-                writer.write(batch)
+                background.submit(batch)
                 stored += len(batch)
                 if progress:
                     progress.advance(len(batch))
             busy += time.monotonic() - started
+        background.close()  # everything received is written before the loop ends
     assert isinstance(sched.ended, End)
-    return MasterReport(sched.ended, time.monotonic() - t0, busy, stored, notes)
+    return MasterReport(sched.ended, time.monotonic() - t0, busy, background.busy_s, stored, notes)

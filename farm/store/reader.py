@@ -113,6 +113,7 @@ class Store:
             wall = float(runs["ended"][last] - started[last])
             out["run"]["wall_s"] = round(wall, 3)
             out["run"]["master_busy_share"] = round(float(runs["master_busy"][last]) / wall, 4)
+            out["run"]["writer_busy_share"] = round(float(runs["writer_busy"][last]) / wall, 4)
         if mine.any():
             t_end = float(finished[mine].max())
             elapsed = max(t_end - float(started[last]), 1e-9)

@@ -27,7 +27,9 @@ by definition the bincount of its stored counts.
 from __future__ import annotations
 
 import os
+import queue
 import signal
+import threading
 import time
 import zlib
 from collections.abc import Iterable
@@ -39,6 +41,13 @@ import numpy as np
 
 from farm.plan import Plan
 from farm.store import layout
+
+
+def tile_crc(iterations: np.ndarray, fraction: np.ndarray) -> int:
+    """crc32 of a tile's iterations bytes followed by its fraction bytes (tile-sized,
+    row-major). Workers compute it, so the master only writes it down."""
+    return zlib.crc32(np.ascontiguousarray(fraction).data,
+                      zlib.crc32(np.ascontiguousarray(iterations).data))
 
 
 @dataclass
@@ -53,6 +62,7 @@ class Finished:
     hist_counts: np.ndarray  # int64
     seconds: float  # device time
     rank: int
+    crc: int  # tile_crc(iterations, fraction)
 
 
 def _crash_point(name: str) -> None:
@@ -108,22 +118,23 @@ class StoreWriter:
         self.fd = os.open(self.path, os.O_RDWR)
         free = np.flatnonzero(started == 0)
         self.run = int(free[0]) if len(free) else layout.RUNS - 1
-        self._run_row = np.array([(time.time(), workers, 0.0, 0.0)], dtype=layout.RUN_DTYPE)
+        self._run_row = np.array([(time.time(), workers, 0.0, 0.0, 0.0)], dtype=layout.RUN_DTYPE)
         self._write_run_row()
         self.hist: dict[int, np.ndarray] = {}
 
     def _write_run_row(self) -> None:
         self._pwrite(self._run_row.tobytes(), self.offsets["runs"] + self.run * layout.RUN_DTYPE.itemsize)
 
-    def end_run(self, master_busy: float) -> None:
-        """Record when this run ended and how long the master was busy in it."""
+    def end_run(self, master_busy: float, writer_busy: float) -> None:
+        """Record when this run ended and how long the master and its writer were busy."""
         self._run_row["ended"] = time.time()
         self._run_row["master_busy"] = master_busy
+        self._run_row["writer_busy"] = writer_busy
         self._write_run_row()
 
     # ------------------------------------------------------------------ raw access
-    def _pwrite(self, data: bytes, offset: int) -> None:
-        view = memoryview(data)
+    def _pwrite(self, data: bytes | np.ndarray, offset: int) -> None:
+        view = (data.data if isinstance(data, np.ndarray) else memoryview(data)).cast("B")
         while view:
             n = os.pwrite(self.fd, view, offset)
             view, offset = view[n:], offset + n
@@ -133,10 +144,13 @@ class StoreWriter:
         itemsize = np.dtype(layout.TILE_META.get(name, "u1")).itemsize
         return self.offsets[name] + (frame * self.tiles + tile) * itemsize
 
-    def _chunk_bytes(self, arr: np.ndarray, dtype: str) -> bytes:
+    def _chunk(self, arr: np.ndarray, dtype: str) -> np.ndarray:
+        """The tile as its full chunk: the array itself, or padded for an edge tile."""
+        if arr.shape == (self.th, self.tw):
+            return np.ascontiguousarray(arr, dtype=dtype)
         buf = np.zeros((self.th, self.tw), dtype=dtype)
         buf[: arr.shape[0], : arr.shape[1]] = arr
-        return buf.tobytes()
+        return buf
 
     def read_tile(self, frame: int, tile: int) -> tuple[np.ndarray, np.ndarray]:
         """(iterations, fraction) of a stored tile, cropped to the image."""
@@ -155,13 +169,11 @@ class StoreWriter:
             return []
         now = time.time()
         for r in results:
-            it = self._chunk_bytes(r.iterations, "<u4")
-            fr = self._chunk_bytes(r.fraction, "<f4")
-            self._pwrite(it, int(self.chunks["iterations"][r.frame, r.tile]))
+            self._pwrite(self._chunk(r.iterations, "<u4"), int(self.chunks["iterations"][r.frame, r.tile]))
             _crash_point("between-datasets")
-            self._pwrite(fr, int(self.chunks["fraction"][r.frame, r.tile]))
+            self._pwrite(self._chunk(r.fraction, "<f4"), int(self.chunks["fraction"][r.frame, r.tile]))
             meta = {"tiles/seconds": r.seconds, "tiles/rank": r.rank, "tiles/run": self.run,
-                    "tiles/finished": now, "tiles/crc": zlib.crc32(fr, zlib.crc32(it))}
+                    "tiles/finished": now, "tiles/crc": r.crc}
             for name, value in meta.items():
                 self._pwrite(np.array(value, dtype=layout.TILE_META[name]).tobytes(),
                              self._tile_meta_offset(name, r.frame, r.tile))
@@ -218,9 +230,7 @@ class StoreWriter:
             crcs = f["tiles/crc"][...]
         bad = []
         for f_idx, t_idx in zip(*np.nonzero(self.done), strict=True):
-            blobs = [os.pread(self.fd, self.th * self.tw * 4, int(self.chunks[n][f_idx, t_idx]))
-                     for n in ("iterations", "fraction")]
-            if zlib.crc32(blobs[1], zlib.crc32(blobs[0])) != crcs[f_idx, t_idx]:
+            if tile_crc(*self.read_tile(int(f_idx), int(t_idx))) != crcs[f_idx, t_idx]:
                 bad.append((int(f_idx), int(t_idx)))
         for f_idx, t_idx in bad:
             self._pwrite(b"\x00", self._tile_meta_offset("done", f_idx, t_idx))
@@ -247,3 +257,53 @@ class StoreWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class WriterThread:
+    """Writes on a thread of its own, so the master keeps receiving while the disk works.
+
+    ``submit`` queues a batch; the thread writes everything queued at once (one
+    fdatasync per round, so rounds grow when the disk is slow). ``close`` waits for
+    the queue to drain. An error in the thread is raised by the next ``submit`` or by
+    ``close``; nothing is written after it."""
+
+    def __init__(self, writer: StoreWriter):
+        self.writer = writer
+        self.busy_s = 0.0
+        self._queue: queue.Queue[list[Finished] | None] = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="farm-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, batch: list[Finished]) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put(batch)
+
+    def _run(self) -> None:
+        while True:
+            batch = self._queue.get()
+            if batch is None:
+                return
+            stop = False
+            while not self._queue.empty():  # take everything that is waiting
+                more = self._queue.get()
+                if more is None:
+                    stop = True
+                    break
+                batch.extend(more)
+            t0 = time.monotonic()
+            try:
+                self.writer.write(batch)
+            except BaseException as err:  # the master raises it
+                self._error = err
+                return
+            self.busy_s += time.monotonic() - t0
+            if stop:
+                return
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
