@@ -33,10 +33,14 @@ def _add_render_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--share-devices", action="store_true",
                    help="allow more workers than devices on a node (CPU/PoCL runs)")
     p.add_argument("--verify", action="store_true",
-                   help="check every stored tile's checksum before resuming")
+                   help="check every stored tile's checksum before resuming (tiles written "
+                   "after the store's last sync are always checked)")
+    p.add_argument("--sync-every", type=float, default=10.0, metavar="S",
+                   help="seconds between fdatasyncs of the store (default 10): what a power "
+                   "loss can cost; a killed process loses nothing written")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     g = p.add_argument_group("scheduling")
-    g.add_argument("--depth", type=int, default=3, help="tiles held per worker (default 3)")
+    g.add_argument("--depth", type=int, default=4, help="tiles held per worker (default 4)")
     g.add_argument("--attempts", type=int, default=3, help="attempts per tile (default 3)")
     g.add_argument("--worker-timeout", type=float, default=300.0, metavar="S",
                    help="seconds a busy worker may stay silent (default 300)")
@@ -106,6 +110,7 @@ def _render_options(args: argparse.Namespace):
     return RenderOptions(
         device=selector_from_env(args.device), share_devices=args.share_devices,
         video=not args.no_video, restart=getattr(args, "restart", False), verify=args.verify,
+        sync_every=args.sync_every,
         progress=not args.quiet,
         master=MasterOptions(depth=args.depth, max_attempts=args.attempts,
                              timeout=args.worker_timeout, grace=args.grace))

@@ -37,6 +37,7 @@ class RenderOptions:
     video: bool = True  # encode the video when the render completes
     restart: bool = False  # replace a store made by a different job
     verify: bool = False  # check every stored tile's crc before resuming
+    sync_every: float = 10.0  # seconds between fdatasyncs of the store
     progress: bool = True
     master: MasterOptions = field(default_factory=MasterOptions)
 
@@ -67,13 +68,11 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool) -> Plan:
 
 def _master_session(plan: Plan, store_path: Path, link: transport.MasterLink, workers: int,
                     options: RenderOptions) -> MasterReport | None:
-    with StoreWriter(store_path, plan, workers=workers) as writer:
-        if options.verify:
-            bad = writer.verify()
-            if bad:
-                print(f"farm: {len(bad)} stored tile(s) failed their checksum and will be "
-                      "rendered again", file=sys.stderr)
-        writer.restore_histograms()
+    with StoreWriter(store_path, plan, workers=workers, sync_every=options.sync_every) as writer:
+        bad = writer.recover(full=options.verify)
+        if bad:
+            print(f"farm: {len(bad)} stored tile(s) failed their checksum and will be "
+                  "rendered again", file=sys.stderr)
         pending = writer.pending()
         if not pending:
             return None

@@ -172,7 +172,7 @@ class TileRenderer:
         return self.finish(self.launch(frame, tile))
 
 
-def wait_any(launch: _Launch, poll: float = 0.002, deadline: float | None = None) -> bool:
+def wait_any(launch: _Launch, poll: float = 0.0002, deadline: float | None = None) -> bool:
     """Sleep-poll until ``launch`` completes or ``deadline`` (time.monotonic) passes."""
     while not TileRenderer.done(launch):
         if deadline is not None and time.monotonic() >= deadline:

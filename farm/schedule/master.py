@@ -27,7 +27,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
 @dataclass(frozen=True)
 class MasterOptions:
-    depth: int = 3  # tasks held per worker (queued + running)
+    depth: int = 4  # tasks held per worker (queued + running)
     max_attempts: int = 3
     worker_failures: int = 3
     timeout: float = 300.0  # seconds a busy worker may stay silent

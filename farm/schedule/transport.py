@@ -11,8 +11,9 @@ contiguous byte buffer::
     int64[9] header: frame, tile, attempt, height, width, nbins, kernel ns, rank, crc
     uint32[h*w] iterations | float32[h*w] fraction | int64[nbins] bins | int64[nbins] counts
 
-The master polls with ``Iprobe`` and a growing sleep (0.2 ms up to 20 ms), so it
-notices signals and silent workers while it waits.
+The master polls with ``Iprobe`` and a growing sleep (0.1 ms up to 1 ms), so it
+notices signals and silent workers while it waits, and answers a worker's blocking
+send of a result within a millisecond.
 
 Shutdown: the master's STOP is the last message it sends a worker; the worker's BYE
 is the last message it sends back. MPI keeps the order of messages between two
@@ -216,14 +217,16 @@ def unpack_result(buf: np.ndarray) -> tuple[Task, Stored]:
     return Task(frame, tile, attempt), Stored(frame, tile, it, fr, bins, counts, ns * 1e-9, rank, crc)
 
 
-def _collect(comm, source: int, timeout: float) -> list[tuple[int, int, np.ndarray]]:
+def _collect(comm, source: int, timeout: float,
+             max_sleep: float = 0.001) -> list[tuple[int, int, np.ndarray]]:
     """Receive every message waiting from ``source`` as (source, tag, bytes); when
-    none is waiting, probe again after 0.2 ms, doubling up to 20 ms, until ``timeout``."""
+    none is waiting, probe again after 0.1 ms, doubling up to ``max_sleep``, until
+    ``timeout``."""
     from mpi4py import MPI
 
     status = MPI.Status()
     deadline = time.monotonic() + timeout
-    sleep = 0.0002
+    sleep = 0.0001
     out: list[tuple[int, int, np.ndarray]] = []
     while True:
         while comm.Iprobe(source=source, tag=MPI.ANY_TAG, status=status):
@@ -235,7 +238,7 @@ def _collect(comm, source: int, timeout: float) -> list[tuple[int, int, np.ndarr
         if out or remaining <= 0:
             return out
         time.sleep(min(sleep, remaining))
-        sleep = min(sleep * 2, 0.02)
+        sleep = min(sleep * 2, max_sleep)
 
 
 class MpiMaster:
@@ -331,7 +334,7 @@ class MpiWorker:
 
     def receive(self, timeout: float) -> list[Task | None]:
         msgs: list[Task | None] = []
-        for _, tag, buf in _collect(self.comm, 0, timeout):
+        for _, tag, buf in _collect(self.comm, 0, timeout, max_sleep=0.02):
             if tag == TAG_STOP:
                 msgs.append(None)
             else:

@@ -1,6 +1,6 @@
 """The worker loop: take tasks, keep the device busy, send results back.
 
-A worker keeps up to ``pipeline`` tiles launched on its device (two by default):
+A worker keeps up to ``pipeline`` tiles launched on its device (three by default):
 while the device computes one, the host finishes and sends the one before. Tasks
 the master sends ahead wait in a local queue. An exception in a tile is sent to
 the master with its traceback, and the worker carries on; the master decides
@@ -32,7 +32,7 @@ def _injected_failure(rank: int) -> None:
 
 
 def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: WorkerLink,
-               pipeline: int = 2) -> None:
+               pipeline: int = 3) -> None:
     try:
         renderer = make_renderer()
     except Exception as err:  # device missing, build failure: the master must hear of it

@@ -5,23 +5,32 @@ so writing a tile means writing its bytes where HDF5 already expects them; the
 HDF5 library is never open for writing during a render. A batch of finished tiles
 is written in this order:
 
-1. each tile's chunk of ``iterations`` and ``fraction`` and its ``tiles/*`` entries;
-2. ``fdatasync``: the data is durable;
-3. each tile's ``done`` byte (a one-byte write is atomic);
-4. for every frame whose tiles are now all done: its ``histogram`` row,
-   ``fdatasync``, then its ``frame_done`` byte.
+1. each tile's chunk of ``iterations`` and ``fraction`` and its ``tiles/*`` entries
+   (``tiles/crc``, computed by the worker, covers the tile's bytes);
+2. each tile's ``done`` byte (a one-byte write is atomic);
+3. for every frame whose tiles are now all done: its ``histogram`` row, then its
+   ``frame_done`` byte.
 
-A process killed anywhere leaves every ``done`` tile intact; a tile whose bytes
-were half written has ``done = 0`` and is rendered again. A power loss between
-steps is covered by the ``fdatasync`` ordering and by ``tiles/crc`` (``verify``).
-tests/test_checkpoint.py kills the master inside each of these steps
-(``FARM_TEST_CRASH_AT``) and at random moments, and checks the resumed store.
+A process killed anywhere (crash, ``kill -9``, preemption) loses nothing written:
+the writes are in the kernel's page cache in this order, and a tile whose bytes were
+half written has ``done = 0`` and is rendered again.
+
+A power loss or kernel crash can drop or reorder page-cache writes. Against that the
+writer calls ``fdatasync`` every ``sync_every`` seconds (and at the end) and then
+records the time in the run's ``synced``; on resume (:meth:`StoreWriter.recover`),
+every tile finished after the last recorded sync is checked against its crc, failing
+tiles are rendered again, and the histogram rows of their frames are rebuilt.
+Syncing per batch instead held a 1080p fp128 render on one H200 to the disk's speed
+(the writer was 98% busy; BENCHMARKS.md).
 
 Histograms: the device histogram of each tile is summed in memory per frame and
 written once, when the frame completes, so no row is ever counted twice. After a
 resume, frames that were part-done get their sums back from the stored counts of
-their done tiles (:meth:`StoreWriter.restore_histograms`): a tile's histogram is
-by definition the bincount of its stored counts.
+their done tiles (:meth:`StoreWriter.restore_histograms`): a tile's histogram is by
+definition the bincount of its stored counts.
+
+tests/test_checkpoint.py kills the master inside each of these steps
+(``FARM_TEST_CRASH_AT``) and at random moments, and checks the resumed store.
 """
 
 from __future__ import annotations
@@ -101,7 +110,8 @@ def _chunk_offsets(dset: h5py.Dataset, grid_nx: int, tw: int, th: int) -> np.nda
 class StoreWriter:
     """Open store for raw writes (one per render, in the master)."""
 
-    def __init__(self, path: str | os.PathLike[str], plan: Plan, workers: int = 1):
+    def __init__(self, path: str | os.PathLike[str], plan: Plan, workers: int = 1,
+                 sync_every: float = 10.0):
         self.path = Path(path)
         self.plan = plan
         grid = plan.grid
@@ -112,15 +122,22 @@ class StoreWriter:
                            for name in ("iterations", "fraction")}
             self.done = f["done"][...].astype(bool)
             self.frame_done = f["frame_done"][...].astype(bool)
-            started = f["runs"]["started"]
+            runs = f["runs"][...]
+            self._finished = f["tiles/finished"][...]
+        started = runs["started"]
+        used = np.flatnonzero(started > 0)
+        # tiles finished after this time may not be on disk after a power loss
+        self.unsynced_since = float(runs["synced"][used[-1]]) if len(used) else 0.0
         self.bins = plan.bins
         self.tiles = grid.count
         self.fd = os.open(self.path, os.O_RDWR)
         free = np.flatnonzero(started == 0)
         self.run = int(free[0]) if len(free) else layout.RUNS - 1
-        self._run_row = np.array([(time.time(), workers, 0.0, 0.0, 0.0)], dtype=layout.RUN_DTYPE)
+        self._run_row = np.array([(time.time(), workers, 0.0, 0.0, 0.0, 0.0)], dtype=layout.RUN_DTYPE)
         self._write_run_row()
         self.hist: dict[int, np.ndarray] = {}
+        self.sync_every = sync_every
+        self._last_sync = time.monotonic()
 
     def _write_run_row(self) -> None:
         self._pwrite(self._run_row.tobytes(), self.offsets["runs"] + self.run * layout.RUN_DTYPE.itemsize)
@@ -131,6 +148,14 @@ class StoreWriter:
         self._run_row["master_busy"] = master_busy
         self._run_row["writer_busy"] = writer_busy
         self._write_run_row()
+
+    def sync(self) -> None:
+        """fdatasync, then record that everything written so far is on disk."""
+        now = time.time()
+        os.fdatasync(self.fd)
+        self._run_row["synced"] = now
+        self._write_run_row()
+        self._last_sync = time.monotonic()
 
     # ------------------------------------------------------------------ raw access
     def _pwrite(self, data: bytes | np.ndarray, offset: int) -> None:
@@ -177,8 +202,7 @@ class StoreWriter:
             for name, value in meta.items():
                 self._pwrite(np.array(value, dtype=layout.TILE_META[name]).tobytes(),
                              self._tile_meta_offset(name, r.frame, r.tile))
-        _crash_point("before-sync")
-        os.fdatasync(self.fd)
+        _crash_point("before-flags")
         complete = []
         for r in results:
             _crash_point("before-done-flag")
@@ -189,15 +213,15 @@ class StoreWriter:
             if self.done[r.frame].all() and not self.frame_done[r.frame]:
                 complete.append(r.frame)
         self._write_histograms(complete)
+        if time.monotonic() - self._last_sync >= self.sync_every:
+            self.sync()
         return complete
 
     def _write_histograms(self, frames: list[int]) -> None:
-        """Write the summed rows of complete frames, then (after a sync) their flags."""
+        """Write the summed rows of complete frames, then their flags."""
         for f in frames:
             self._pwrite(self.hist.pop(f).tobytes(), self.offsets["histogram"] + f * self.bins * 8)
             _crash_point("after-histogram-row")
-        if frames:
-            os.fdatasync(self.fd)
         for f in frames:
             self._pwrite(b"\x01", self.offsets["frame_done"] + f)
             self.frame_done[f] = True
@@ -224,12 +248,29 @@ class StoreWriter:
         self._write_histograms(complete)
         return complete
 
-    def verify(self) -> list[tuple[int, int]]:
-        """Check every done tile against its crc; clear ``done`` where it fails."""
+    def recover(self, full: bool = False) -> list[tuple[int, int]]:
+        """Make the store consistent before resuming: check the tiles that may not have
+        reached the disk (all of them with ``full``), clear the ones whose bytes fail
+        their crc, and rebuild the histogram rows of their frames. Returns the bad tiles."""
+        suspect = self.done & (self._finished > self.unsynced_since - 1.0)
+        if full:
+            suspect = self.done.copy()
+        bad = self.verify(suspect)
+        for frame in np.flatnonzero(suspect.any(axis=1)):
+            if self.frame_done[frame]:  # its row may be older than its flag
+                self._pwrite(b"\x00", self.offsets["frame_done"] + int(frame))
+                self.frame_done[frame] = False
+        self.restore_histograms()
+        return bad
+
+    def verify(self, which: np.ndarray | None = None) -> list[tuple[int, int]]:
+        """Check done tiles (``which``, default all) against their crc; clear ``done``
+        where it fails."""
         with h5py.File(self.path, "r") as f:
             crcs = f["tiles/crc"][...]
         bad = []
-        for f_idx, t_idx in zip(*np.nonzero(self.done), strict=True):
+        which = self.done if which is None else which & self.done
+        for f_idx, t_idx in zip(*np.nonzero(which), strict=True):
             if tile_crc(*self.read_tile(int(f_idx), int(t_idx))) != crcs[f_idx, t_idx]:
                 bad.append((int(f_idx), int(t_idx)))
         for f_idx, t_idx in bad:
@@ -238,8 +279,6 @@ class StoreWriter:
             if self.frame_done[f_idx]:
                 self._pwrite(b"\x00", self.offsets["frame_done"] + f_idx)
                 self.frame_done[f_idx] = False
-        if bad:
-            os.fdatasync(self.fd)
         return bad
 
     def pending(self) -> list[tuple[int, int]]:
@@ -248,7 +287,7 @@ class StoreWriter:
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.fdatasync(self.fd)
+            self.sync()
             os.close(self.fd)
             self.fd = -1
 
