@@ -5,11 +5,13 @@ Both transports give the master a :class:`MasterLink` and each worker a
 This is the one module that imports mpi4py, and only when MPI is in use.
 
 MPI messages are numpy buffers sent with mpi4py's buffer (uppercase) calls, never
-pickles, except the plan, broadcast once at start. A tile result is one
-contiguous byte buffer::
+pickles, except the plan, broadcast once at start. A tile result is three messages,
+sent straight from the arrays the device wrote (no packing copy)::
 
-    int64[9] header: frame, tile, attempt, height, width, nbins, kernel ns, rank, crc
-    uint32[h*w] iterations | float32[h*w] fraction | int64[nbins] bins | int64[nbins] counts
+    TAG_RESULT  int64[9] header: frame, tile, attempt, height, width, nbins, kernel ns,
+                rank, crc; then int64[nbins] bins, int64[nbins] counts
+    TAG_ITERS   uint32[h*w] iterations
+    TAG_FRAC    float32[h*w] fraction
 
 The master polls with ``Iprobe`` and a growing sleep (0.1 ms up to 1 ms), so it
 notices signals and silent workers while it waits, and answers a worker's blocking
@@ -36,7 +38,8 @@ from farm.schedule.state import Event, Failed, Finished, Heard, Joined, Lost, Ta
 from farm.store.writer import Finished as Stored
 from farm.store.writer import tile_crc
 
-TAG_TASK, TAG_STOP, TAG_READY, TAG_RESULT, TAG_FAILED, TAG_HEARTBEAT, TAG_LOST, TAG_BYE = range(8)
+(TAG_TASK, TAG_STOP, TAG_READY, TAG_RESULT, TAG_FAILED, TAG_HEARTBEAT, TAG_LOST, TAG_BYE,
+ TAG_ITERS, TAG_FRAC) = range(10)
 HEADER = 9
 
 
@@ -189,32 +192,21 @@ def _task_buffer(task: Task) -> np.ndarray:
     return np.array([task.frame, task.tile, task.attempt], dtype=np.int64)
 
 
-def pack_result(task: Task, result: TileResult, rank: int) -> np.ndarray:
+def result_header(task: Task, result: TileResult, rank: int) -> np.ndarray:
+    """The first of a result's three messages: header, then the sparse histogram."""
     h, w = result.iterations.shape
-    n = len(result.hist_bins)
-    header = np.array([task.frame, task.tile, task.attempt, h, w, n,
+    header = np.array([task.frame, task.tile, task.attempt, h, w, len(result.hist_bins),
                        int(result.kernel_seconds * 1e9), rank,
                        tile_crc(result.iterations, result.fraction)], dtype=np.int64)
-    parts = [header, result.iterations, result.fraction, result.hist_bins, result.hist_counts]
-    return np.concatenate([np.ascontiguousarray(p).view(np.uint8).ravel() for p in parts])
+    return np.concatenate([header, result.hist_bins, result.hist_counts])
 
 
-def unpack_result(buf: np.ndarray) -> tuple[Task, Stored]:
-    header = buf[: HEADER * 8].view(np.int64)
-    frame, tile, attempt, h, w, n, ns, rank, crc = (int(x) for x in header)
-    pos = HEADER * 8
-
-    def take(dtype: type, count: int) -> np.ndarray:
-        nonlocal pos
-        size = np.dtype(dtype).itemsize * count
-        part: np.ndarray = buf[pos:pos + size].view(dtype)
-        pos += size
-        return part
-
-    it = take(np.uint32, h * w).reshape(h, w)
-    fr = take(np.float32, h * w).reshape(h, w)
-    bins, counts = take(np.int64, n), take(np.int64, n)
-    return Task(frame, tile, attempt), Stored(frame, tile, it, fr, bins, counts, ns * 1e-9, rank, crc)
+def result_from(header: np.ndarray, iterations: np.ndarray, fraction: np.ndarray) -> tuple[Task, Stored]:
+    frame, tile, attempt, h, w, n, ns, rank, crc = (int(x) for x in header[:HEADER])
+    bins, counts = header[HEADER:HEADER + n], header[HEADER + n:HEADER + 2 * n]
+    return Task(frame, tile, attempt), Stored(frame, tile, iterations.reshape(h, w),
+                                              fraction.reshape(h, w), bins, counts, ns * 1e-9,
+                                              rank, crc)
 
 
 def _collect(comm, source: int, timeout: float,
@@ -234,6 +226,12 @@ def _collect(comm, source: int, timeout: float,
             src, tag = status.Get_source(), status.Get_tag()
             comm.Recv([buf, MPI.BYTE], source=src, tag=tag)
             out.append((src, tag, buf))
+            if tag == TAG_RESULT:  # its arrays follow at once, from the same worker
+                h, w = (int(x) for x in buf[:HEADER * 8].view(np.int64)[3:5])
+                for follow, dtype in ((TAG_ITERS, np.uint32), (TAG_FRAC, np.float32)):
+                    arr = np.empty(h * w, dtype=dtype)
+                    comm.Recv([arr, MPI.BYTE], source=src, tag=follow)
+                    out.append((src, follow, arr))
         remaining = deadline - time.monotonic()
         if out or remaining <= 0:
             return out
@@ -255,18 +253,18 @@ class MpiMaster:
     def poll(self, timeout: float) -> list[Event]:
         messages = _collect(self.comm, self.MPI.ANY_SOURCE, timeout)
         self._sends = [r for r in self._sends if not r[0].Test()]
-        events = []
-        for src, tag, buf in messages:
+        events: list[Event] = []
+        for k, (src, tag, buf) in enumerate(messages):
             if tag == TAG_BYE:
                 self._said_bye.add(src)
-            else:
+            elif tag == TAG_RESULT:
+                task, result = result_from(buf.view(np.int64), messages[k + 1][2], messages[k + 2][2])
+                events.append(Finished(src, task, result))
+            elif tag not in (TAG_ITERS, TAG_FRAC):
                 events.append(self._event(src, tag, buf))
         return events
 
     def _event(self, src: int, tag: int, buf: np.ndarray) -> Event:
-        if tag == TAG_RESULT:
-            task, result = unpack_result(buf)
-            return Finished(src, task, result)
         if tag == TAG_FAILED:
             frame, tile, attempt = (int(x) for x in buf[:24].view(np.int64))
             return Failed(src, Task(frame, tile, attempt), bytes(buf[24:]).decode("utf-8", "replace"))
@@ -323,8 +321,10 @@ class MpiWorker:
         """A blocking send: MPI moves a large message only while both sides are inside
         MPI calls, and the master receives at once. An Isend left to progress between
         GPU waits took ~230 ms for 2 MB (Open MPI, fragments, 2026-11-21 on an H200)."""
-        buf = pack_result(task, result, self.rank)
-        self.comm.Send([buf, self.MPI.BYTE], dest=0, tag=TAG_RESULT)
+        MPI = self.MPI
+        self.comm.Send([result_header(task, result, self.rank), MPI.BYTE], dest=0, tag=TAG_RESULT)
+        self.comm.Send([np.ascontiguousarray(result.iterations), MPI.BYTE], dest=0, tag=TAG_ITERS)
+        self.comm.Send([np.ascontiguousarray(result.fraction), MPI.BYTE], dest=0, tag=TAG_FRAC)
 
     def failed(self, task: Task, error: str) -> None:
         self._send(np.concatenate([_task_buffer(task).view(np.uint8), _text(error)]), TAG_FAILED)
