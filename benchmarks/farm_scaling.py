@@ -128,7 +128,7 @@ def main() -> None:
         print(f"kernel alone (one device, tiles back to back, {len(sample)} of {frames} frames): "
               f"{sample_s:.2f} s, {rate / 1e9:.1f} Giter/s")
     print(f"\njob {args.job}: {frames} frames, {iters / 1e9:.1f} Giter")
-    base = results.get("mpiexec 1 worker(s)", results["1 process"])["phase"]
+    base = results[rows[1][0] if len(rows) > 1 and rows[0][1] is None else rows[0][0]]["phase"]
     print("\nphase: first tile's start to last tile's end (wall: from opening the store, with the")
     print("workers' start); rates, frames/min, speed-up and busy shares are over the phase.")
     print(f"\n{'run':<22} {'wall s':>7} {'phase s':>7} {'frames/min':>10} {'Giter/s':>8} "
