@@ -1,9 +1,14 @@
 """Render tiles on one OpenCL device: ``TileRenderer.render(frame, tile) -> TileResult``.
 
-A launch covers one tile. ``launch`` enqueues the uploads, the kernel and the
-non-blocking readbacks and returns at once; ``finish`` waits and returns the
-arrays. Keeping two launches in flight lets the device compute one tile while
-the host hands the previous one on (the worker does this).
+A launch covers one tile. ``launch`` enqueues the uploads and the kernel and
+returns at once; once the kernel is done, ``finish`` reads the results back on a
+second queue, so the copy runs beside the next tile's kernel rather than behind it
+(and a driver that makes a "non-blocking" read into pageable memory wait for the
+kernel cannot hold up ``launch``). Keeping a few launches in flight lets the device
+compute one tile while the host hands the previous one on (the worker does this). Device buffers come from
+a ring of ``slots`` sets allocated once: allocating and freeing buffers per tile
+(a free synchronises the device on NVIDIA's OpenCL) left the GPUs of a 4-GPU farm
+idle a third of the time (BENCHMARKS.md).
 
 Coordinates: per frame, the real part of every pixel column and the imaginary part
 of every row are computed once in mpmath and rounded once into the frame's format
@@ -62,15 +67,24 @@ class TileResult:
 
 
 @dataclass
+class _Slot:
+    """Device buffers for one launch in flight, sized for the largest tile."""
+
+    xs: cl.Buffer
+    ys: cl.Buffer
+    iterations: cl.Buffer
+    fraction: cl.Buffer
+    hist: cl.Buffer
+    busy: bool = False
+
+
+@dataclass
 class _Launch:
     frame: FramePlan
     tile: Tile
-    iterations: np.ndarray
-    fraction: np.ndarray
-    hist: np.ndarray
-    events: list[cl.Event]
     kernel_event: cl.Event
-    buffers: tuple[cl.Buffer, ...]
+    slot: _Slot
+    uploads: tuple[np.ndarray, ...]  # kept alive until the non-blocking uploads are done
 
 
 def _scalar(fmt: str, value: object) -> np.generic:
@@ -86,15 +100,25 @@ class TileRenderer:
     """Renders tiles of one plan on one device (one context, one in-order queue)."""
 
     def __init__(self, device: cl.Device, info: DeviceInfo, plan: Plan,
-                 config: LaunchConfig | None = None):
+                 config: LaunchConfig | None = None, slots: int = 4):
         self.info = info
         self.plan = plan
         self.config = config or LaunchConfig.for_device(info)
         self.ctx = cl.Context([device])
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.copy_queue = cl.CommandQueue(self.ctx)  # readbacks, beside the next kernel
         self.options = programs.device_options(device, self.config.local_bins)
         self.hist_dtype = np.int64 if "-DHIST64" in self.options else np.uint32
         self._kernels: dict[str, cl.Kernel] = {}
+        mf, grid = cl.mem_flags, plan.grid
+        npix, coord = grid.tile_w * grid.tile_h, 16  # the widest coordinate: uint4/float4
+        self._slots = [
+            _Slot(cl.Buffer(self.ctx, mf.READ_ONLY, coord * grid.tile_w),
+                  cl.Buffer(self.ctx, mf.READ_ONLY, coord * grid.tile_h),
+                  cl.Buffer(self.ctx, mf.WRITE_ONLY, 4 * npix),
+                  cl.Buffer(self.ctx, mf.WRITE_ONLY, 4 * npix),
+                  cl.Buffer(self.ctx, mf.READ_WRITE, 8 * plan.bins))
+            for _ in range(slots)]
         self._axes: collections.OrderedDict[int, tuple[np.ndarray, np.ndarray]] = (
             collections.OrderedDict())
 
@@ -123,50 +147,51 @@ class TileRenderer:
         return self._kernels[fmt]
 
     def launch(self, frame: FramePlan, tile: Tile) -> _Launch:
+        slot = next((s for s in self._slots if not s.busy), None)
+        if slot is None:
+            raise RuntimeError(f"more than {len(self._slots)} launches in flight")
+        slot.busy = True
         xs, ys = self.axes(frame)
         xs_t = np.ascontiguousarray(xs[tile.x0:tile.x0 + tile.width])
         ys_t = np.ascontiguousarray(ys[tile.y0:tile.y0 + tile.height])
         npix = tile.pixels
-        mf = cl.mem_flags
-        ctx, q = self.ctx, self.queue
-        b_xs = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=xs_t)
-        b_ys = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=ys_t)
-        b_it = cl.Buffer(ctx, mf.WRITE_ONLY, 4 * npix)
-        b_fr = cl.Buffer(ctx, mf.WRITE_ONLY, 4 * npix)
-        hist = np.empty(frame.bins, dtype=self.hist_dtype)
-        b_h = cl.Buffer(ctx, mf.READ_WRITE, hist.nbytes)
-        fill = cl.enqueue_fill_buffer(q, b_h, np.zeros(1, self.hist_dtype), 0, hist.nbytes)
+        q = self.queue
+        hist_bytes = frame.bins * np.dtype(self.hist_dtype).itemsize
+        uploads = [cl.enqueue_copy(q, slot.xs, xs_t, is_blocking=False),
+                   cl.enqueue_copy(q, slot.ys, ys_t, is_blocking=False),
+                   cl.enqueue_fill_buffer(q, slot.hist, np.zeros(1, self.hist_dtype), 0, hist_bytes)]
 
         local = self.config.local_size
         cap = self.config.groups_per_unit * self.info.compute_units * local
         global_size = min(-(-npix // local) * local, cap)
         r2 = num.escape_r2(self.plan.spec.iterations.escape_radius)
         kernel = self._kernel(frame.precision)
-        kev = kernel(q, (global_size,), (local,), b_xs, b_ys, _scalar(frame.precision, r2),
+        kev = kernel(q, (global_size,), (local,), slot.xs, slot.ys, _scalar(frame.precision, r2),
                      np.uint32(tile.width), np.uint32(npix), np.uint32(frame.max_iter),
-                     b_it, b_fr, b_h, wait_for=[fill])
-        iterations = np.empty((tile.height, tile.width), dtype=np.uint32)
-        fraction = np.empty((tile.height, tile.width), dtype=np.float32)
-        events = [cl.enqueue_copy(q, iterations, b_it, is_blocking=False),
-                  cl.enqueue_copy(q, fraction, b_fr, is_blocking=False),
-                  cl.enqueue_copy(q, hist, b_h, is_blocking=False)]
+                     slot.iterations, slot.fraction, slot.hist, wait_for=uploads)
         q.flush()
-        return _Launch(frame, tile, iterations, fraction, hist, events, kev,
-                       (b_xs, b_ys, b_it, b_fr, b_h))
+        return _Launch(frame, tile, kev, slot, (xs_t, ys_t))
 
     @staticmethod
     def done(launch: _Launch) -> bool:
-        status = cl.command_execution_status.COMPLETE
-        return all(e.command_execution_status == status for e in launch.events)
+        return launch.kernel_event.command_execution_status == cl.command_execution_status.COMPLETE
 
     def finish(self, launch: _Launch) -> TileResult:
-        cl.wait_for_events(launch.events)
-        kev = launch.kernel_event
+        """Wait for the kernel, read the tile back (on the copy queue) and free its slot."""
+        kev, slot, tile = launch.kernel_event, launch.slot, launch.tile
+        kev.wait()
+        iterations = np.empty((tile.height, tile.width), dtype=np.uint32)
+        fraction = np.empty((tile.height, tile.width), dtype=np.float32)
+        hist = np.empty(launch.frame.bins, dtype=self.hist_dtype)
+        cq = self.copy_queue
+        cl.enqueue_copy(cq, iterations, slot.iterations, is_blocking=False)
+        cl.enqueue_copy(cq, fraction, slot.fraction, is_blocking=False)
+        cl.enqueue_copy(cq, hist, slot.hist, is_blocking=True)  # in order: all three done
+        slot.busy = False
         seconds = (kev.profile.end - kev.profile.start) * 1e-9
-        bins = np.flatnonzero(launch.hist)
-        return TileResult(launch.frame.index, launch.tile.index, launch.iterations,
-                          launch.fraction, bins.astype(np.int64),
-                          launch.hist[bins].astype(np.int64), seconds)
+        bins = np.flatnonzero(hist)
+        return TileResult(launch.frame.index, tile.index, iterations, fraction,
+                          bins.astype(np.int64), hist[bins].astype(np.int64), seconds)
 
     def render(self, frame: FramePlan, tile: Tile) -> TileResult:
         return self.finish(self.launch(frame, tile))
