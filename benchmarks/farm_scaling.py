@@ -72,6 +72,7 @@ def run_stats(store: Path) -> dict:
     return {"wall": wall, "phase": phase, "frames": frames,
             "master_busy": float(run["master_busy"]) / phase,
             "writer_busy": float(run["writer_busy"]) / phase,
+            "receive": float(run["master_receive"]) / phase,
             "busy": {r: b / phase for r, b in busy.items()}}
 
 
@@ -132,7 +133,8 @@ def main() -> None:
     print("\nphase: first tile's start to last tile's end (wall: from opening the store, with the")
     print("workers' start); rates, frames/min, speed-up and busy shares are over the phase.")
     print(f"\n{'run':<22} {'wall s':>7} {'phase s':>7} {'frames/min':>10} {'Giter/s':>8} "
-          f"{'vs kernel':>9} {'speed-up':>8} {'effic.':>6} {'master':>7} {'writer':>7}  worker busy")
+          f"{'vs kernel':>9} {'speed-up':>8} {'effic.':>6} {'recv':>6} {'decide':>6} {'writer':>6}"
+          "  worker busy")
     for label, n in rows:
         r = results[label]
         rate = iters / r["phase"] / 1e9
@@ -141,8 +143,8 @@ def main() -> None:
         eff = speedup / (n or 1)
         shares = " ".join(f"{k}:{v:.2f}" for k, v in sorted(r["busy"].items()))
         print(f"{label:<22} {r['wall']:7.2f} {r['phase']:7.2f} {60 * frames / r['phase']:10.1f} "
-              f"{rate:8.1f} {vs_kernel} {speedup:8.2f} {eff:6.2f} {r['master_busy']:7.3f} "
-              f"{r['writer_busy']:7.3f}  {shares}")
+              f"{rate:8.1f} {vs_kernel} {speedup:8.2f} {eff:6.2f} {r['receive']:6.3f} "
+              f"{r['master_busy']:6.3f} {r['writer_busy']:6.3f}  {shares}")
     (args.out / "results.json").write_text(json.dumps(
         {"iterations": iters, "kernel_alone_s": kernel_s, "runs": results}, indent=1, default=str))
 

@@ -82,7 +82,9 @@ def _master_session(plan: Plan, store_path: Path, link: transport.MasterLink, wo
             report = run_master(writer, link, options.master, bar)
         finally:
             bar.close()
-        writer.end_run(report.busy_s, report.writer_busy_s)
+        writer.end_run(report.busy_s, report.writer_busy_s, report.receive_s)
+        if options.progress:
+            print(f"farm: {report.summary()}", file=sys.stderr)
         return report
 
 

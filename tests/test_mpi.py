@@ -140,10 +140,12 @@ def test_worker_killed_mid_render_loses_nothing(tmp_path, write_job):
     assert_same_store(store, single)
 
 
-def test_sigusr1_to_mpiexec_interrupts_and_resumes(tmp_path, job_and_reference):
+def test_sigusr1_to_mpiexec_interrupts_and_resumes(tmp_path, write_job):
     """mpiexec passes the signal to every rank; workers ignore it, the master collects
     the tiles in flight and every rank exits 75; a resume under MPI completes."""
-    job, single = job_and_reference
+    job = write_job(size=(96, 64), frames=24, width=("3", "1e-4"), tile=(16, 16), max_iter="auto")
+    single = tmp_path / "single.h5"
+    assert run_farm("render", str(job), "--store", str(single), "--no-video", "--quiet").returncode == 0
     store = tmp_path / "sig.h5"
     proc = subprocess.Popen([MPIEXEC, "-n", "3", sys.executable, "-m", "farm", "render", str(job),
                              "--store", str(store), "--no-video", "--quiet", "--share-devices"],
@@ -155,6 +157,7 @@ def test_sigusr1_to_mpiexec_interrupts_and_resumes(tmp_path, job_and_reference):
                 if f["done"][...].sum() >= 10:
                     break
         time.sleep(0.02)
+    assert proc.poll() is None, "the render ended before the signal"
     proc.send_signal(signal.SIGUSR1)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 75, err

@@ -38,14 +38,18 @@ class MasterOptions:
 class MasterReport:
     end: End
     wall_s: float
-    busy_s: float  # the master loop's time receiving and deciding (not waiting)
+    busy_s: float  # the master loop's time deciding and handing out (not waiting)
     writer_busy_s: float  # the writer thread's time writing
+    receive_s: float  # time inside MPI receives (0 in one process)
     tiles: int
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def busy_share(self) -> float:
-        return self.busy_s / self.wall_s if self.wall_s else 0.0
+    def summary(self) -> str:
+        def share(x: float) -> str:
+            return f"{x:.1f} s ({100 * x / self.wall_s:.0f}%)" if self.wall_s else "0 s"
+
+        return (f"master: {self.tiles} tile(s) in {self.wall_s:.1f} s; receiving {share(self.receive_s)}, "
+                f"deciding {share(self.busy_s)}, writer thread {share(self.writer_busy_s)}")
 
 
 class _Signals:
@@ -110,4 +114,5 @@ def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = M
             busy += time.monotonic() - started
         background.close()  # everything received is written before the loop ends
     assert isinstance(sched.ended, End)
-    return MasterReport(sched.ended, time.monotonic() - t0, busy, background.busy_s, stored, notes)
+    return MasterReport(sched.ended, time.monotonic() - t0, busy, background.busy_s,
+                        getattr(link, "receive_s", 0.0), stored, notes)

@@ -209,11 +209,11 @@ def result_from(header: np.ndarray, iterations: np.ndarray, fraction: np.ndarray
                                               rank, crc)
 
 
-def _collect(comm, source: int, timeout: float,
-             max_sleep: float = 0.001) -> list[tuple[int, int, np.ndarray]]:
+def _collect(comm, source: int, timeout: float, max_sleep: float = 0.001,
+             timer: list[float] | None = None) -> list[tuple[int, int, np.ndarray]]:
     """Receive every message waiting from ``source`` as (source, tag, bytes); when
     none is waiting, probe again after 0.1 ms, doubling up to ``max_sleep``, until
-    ``timeout``."""
+    ``timeout``. ``timer[0]`` accumulates the seconds spent receiving."""
     from mpi4py import MPI
 
     status = MPI.Status()
@@ -221,6 +221,7 @@ def _collect(comm, source: int, timeout: float,
     sleep = 0.0001
     out: list[tuple[int, int, np.ndarray]] = []
     while True:
+        t0 = time.monotonic()
         while comm.Iprobe(source=source, tag=MPI.ANY_TAG, status=status):
             buf = np.empty(status.Get_count(MPI.BYTE), dtype=np.uint8)
             src, tag = status.Get_source(), status.Get_tag()
@@ -232,6 +233,8 @@ def _collect(comm, source: int, timeout: float,
                     arr = np.empty(h * w, dtype=dtype)
                     comm.Recv([arr, MPI.BYTE], source=src, tag=follow)
                     out.append((src, follow, arr))
+        if timer is not None and out:
+            timer[0] += time.monotonic() - t0
         remaining = deadline - time.monotonic()
         if out or remaining <= 0:
             return out
@@ -249,9 +252,14 @@ class MpiMaster:
         self._sends: list = []
         self._released: set[int] = set()
         self._said_bye: set[int] = set()
+        self._receive = [0.0]
+
+    @property
+    def receive_s(self) -> float:
+        return self._receive[0]
 
     def poll(self, timeout: float) -> list[Event]:
-        messages = _collect(self.comm, self.MPI.ANY_SOURCE, timeout)
+        messages = _collect(self.comm, self.MPI.ANY_SOURCE, timeout, timer=self._receive)
         self._sends = [r for r in self._sends if not r[0].Test()]
         events: list[Event] = []
         for k, (src, tag, buf) in enumerate(messages):

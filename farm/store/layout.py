@@ -25,7 +25,8 @@ Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
     runs        (RUNS,) one row per render or resume: started, ended (unix time),
                 workers, master_busy (seconds the master's loop spent receiving and
                 deciding), writer_busy (seconds its writer thread spent writing),
-                synced (unix time of the last fdatasync: everything before is on disk)
+                synced (unix time of the last fdatasync: everything before is on disk),
+                master_receive (seconds the master spent inside MPI receives)
 
 Chunks of edge tiles are full-sized; the part outside the image is zero. Storage
 that was never written reads as zero (a new file's unwritten ranges are holes).
@@ -44,10 +45,11 @@ import farm.numerics as num
 from farm.plan import Plan
 from farm.spec import canonical_text
 
-FORMAT = "zoomfarm-store/4"  # bump when the layout changes: readers refuse others
+FORMAT = "zoomfarm-store/5"  # bump when the layout changes: readers refuse others
 RUNS = 4096
 RUN_DTYPE = np.dtype([("started", "<f8"), ("workers", "<i4"), ("ended", "<f8"),
-                      ("master_busy", "<f8"), ("writer_busy", "<f8"), ("synced", "<f8")])
+                      ("master_busy", "<f8"), ("writer_busy", "<f8"), ("synced", "<f8"),
+                      ("master_receive", "<f8")])
 
 # name -> (dtype, shape kind); shape kinds: "pixels" (F,H,W), "tiles" (F,T), "frames" (F,)
 TILE_META = {

@@ -123,7 +123,8 @@ class StoreWriter:
             self.done = f["done"][...].astype(bool)
             self.frame_done = f["frame_done"][...].astype(bool)
             runs = f["runs"][...]
-            self._finished = f["tiles/finished"][...]
+            # the (F, T) bookkeeping, mirrored here and written as whole row spans
+            self.meta = {name: f[name][...] for name in layout.TILE_META}
         started = runs["started"]
         used = np.flatnonzero(started > 0)
         # tiles finished after this time may not be on disk after a power loss
@@ -133,7 +134,8 @@ class StoreWriter:
         self.fd = os.open(self.path, os.O_RDWR)
         free = np.flatnonzero(started == 0)
         self.run = int(free[0]) if len(free) else layout.RUNS - 1
-        self._run_row = np.array([(time.time(), workers, 0.0, 0.0, 0.0, 0.0)], dtype=layout.RUN_DTYPE)
+        self._run_row = np.zeros(1, dtype=layout.RUN_DTYPE)
+        self._run_row["started"], self._run_row["workers"] = time.time(), workers
         self._write_run_row()
         self.hist: dict[int, np.ndarray] = {}
         self.sync_every = sync_every
@@ -142,11 +144,12 @@ class StoreWriter:
     def _write_run_row(self) -> None:
         self._pwrite(self._run_row.tobytes(), self.offsets["runs"] + self.run * layout.RUN_DTYPE.itemsize)
 
-    def end_run(self, master_busy: float, writer_busy: float) -> None:
+    def end_run(self, master_busy: float, writer_busy: float, master_receive: float) -> None:
         """Record when this run ended and how long the master and its writer were busy."""
         self._run_row["ended"] = time.time()
         self._run_row["master_busy"] = master_busy
         self._run_row["writer_busy"] = writer_busy
+        self._run_row["master_receive"] = master_receive
         self._write_run_row()
 
     def sync(self) -> None:
@@ -197,21 +200,25 @@ class StoreWriter:
             self._pwrite(self._chunk(r.iterations, "<u4"), int(self.chunks["iterations"][r.frame, r.tile]))
             _crash_point("between-datasets")
             self._pwrite(self._chunk(r.fraction, "<f4"), int(self.chunks["fraction"][r.frame, r.tile]))
-            meta = {"tiles/seconds": r.seconds, "tiles/rank": r.rank, "tiles/run": self.run,
-                    "tiles/finished": now, "tiles/crc": r.crc}
-            for name, value in meta.items():
-                self._pwrite(np.array(value, dtype=layout.TILE_META[name]).tobytes(),
-                             self._tile_meta_offset(name, r.frame, r.tile))
+            for name, value in (("tiles/seconds", r.seconds), ("tiles/rank", r.rank),
+                                ("tiles/run", self.run), ("tiles/finished", now),
+                                ("tiles/crc", r.crc)):
+                self.meta[name][r.frame, r.tile] = value
+        spans = self._row_spans(results)
+        for name, values in self.meta.items():
+            for frame, lo, hi in spans:
+                self._pwrite(values[frame, lo:hi], self._tile_meta_offset(name, frame, lo))
         _crash_point("before-flags")
-        complete = []
         for r in results:
-            _crash_point("before-done-flag")
-            self._pwrite(b"\x01", self._tile_meta_offset("done", r.frame, r.tile))
             self.done[r.frame, r.tile] = True
             acc = self._histogram(r.frame)
             acc[r.hist_bins] += r.hist_counts
-            if self.done[r.frame].all() and not self.frame_done[r.frame]:
-                complete.append(r.frame)
+        flags = self.done.view(np.uint8)
+        for frame, lo, hi in spans:
+            _crash_point("before-done-flag")
+            self._pwrite(flags[frame, lo:hi], self._tile_meta_offset("done", frame, lo))
+        complete = sorted({r.frame for r in results
+                           if self.done[r.frame].all() and not self.frame_done[r.frame]})
         self._write_histograms(complete)
         if time.monotonic() - self._last_sync >= self.sync_every:
             self.sync()
@@ -225,6 +232,16 @@ class StoreWriter:
         for f in frames:
             self._pwrite(b"\x01", self.offsets["frame_done"] + f)
             self.frame_done[f] = True
+
+    @staticmethod
+    def _row_spans(results: list[Finished]) -> list[tuple[int, int, int]]:
+        """(frame, first tile, last tile + 1) covering the batch, one span per frame.
+        Writing a span also rewrites the tiles between with their (unchanged) values."""
+        spans: dict[int, list[int]] = {}
+        for r in results:
+            lo_hi = spans.setdefault(r.frame, [r.tile, r.tile])
+            lo_hi[0], lo_hi[1] = min(lo_hi[0], r.tile), max(lo_hi[1], r.tile)
+        return [(f, lo, hi + 1) for f, (lo, hi) in sorted(spans.items())]
 
     def _histogram(self, frame: int) -> np.ndarray:
         if frame not in self.hist:
@@ -252,7 +269,7 @@ class StoreWriter:
         """Make the store consistent before resuming: check the tiles that may not have
         reached the disk (all of them with ``full``), clear the ones whose bytes fail
         their crc, and rebuild the histogram rows of their frames. Returns the bad tiles."""
-        suspect = self.done & (self._finished > self.unsynced_since - 1.0)
+        suspect = self.done & (self.meta["tiles/finished"] > self.unsynced_since - 1.0)
         if full:
             suspect = self.done.copy()
         bad = self.verify(suspect)
