@@ -42,8 +42,10 @@ for step in $steps; do
       n=$(nvidia-smi -L | wc -l)
       ws=1; [ "$n" -ge 2 ] && ws=1,2; [ "$n" -ge 4 ] && ws=1,2,4
       log "scaling over $ws GPU(s)"
-      python3 benchmarks/farm_scaling.py benchmarks/jobs/scaling_deep.toml --workers "$ws" --out /tmp/scal \
-        --no-single --kernel-every 8 2>&1 | tee "$OUT/scaling.txt" ;;
+      for job in ${SCALING_JOBS:-benchmarks/jobs/scaling_deep.toml}; do
+        python3 benchmarks/farm_scaling.py "$job" --workers "$ws" --out /tmp/scal \
+          --no-single --kernel-every 8 2>&1 | tee -a "$OUT/scaling.txt"
+      done ;;
   esac
 done
 log done
