@@ -1,11 +1,12 @@
 """Render tiles on one OpenCL device: ``TileRenderer.render(frame, tile) -> TileResult``.
 
-A launch covers one tile. ``launch`` enqueues the uploads and the kernel and
-returns at once; once the kernel is done, ``finish`` reads the results back on a
-second queue, so the copy runs beside the next tile's kernel rather than behind it
-(and a driver that makes a "non-blocking" read into pageable memory wait for the
-kernel cannot hold up ``launch``). Keeping a few launches in flight lets the device
-compute one tile while the host hands the previous one on (the worker does this). Device buffers come from
+A launch covers one tile. ``launch`` enqueues the uploads, the kernel and the
+readbacks into pinned (page-locked) host memory, all on one in-order queue, and
+returns at once: DMA into pinned memory is truly asynchronous, so the readback runs
+right behind its kernel while the next kernels wait in the queue. ``finish`` waits
+for the readbacks and copies the tile out of the pinned staging arrays. Keeping a
+few launches in flight lets the device compute one tile while the host hands the
+previous one on (the worker does this). Device buffers come from
 a ring of ``slots`` sets allocated once: allocating and freeing buffers per tile
 (a free synchronises the device on NVIDIA's OpenCL) left the GPUs of a 4-GPU farm
 idle a third of the time (BENCHMARKS.md).
@@ -20,6 +21,7 @@ from __future__ import annotations
 import collections
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -68,13 +70,16 @@ class TileResult:
 
 @dataclass
 class _Slot:
-    """Device buffers for one launch in flight, sized for the largest tile."""
+    """Device buffers for one launch in flight, sized for the largest tile, and pinned
+    host arrays the results are read back into."""
 
     xs: cl.Buffer
     ys: cl.Buffer
     iterations: cl.Buffer
     fraction: cl.Buffer
     hist: cl.Buffer
+    staging: list[np.ndarray]  # pinned: iterations (uint32), fraction (float32), hist
+    pinned: list[cl.Buffer]  # the host buffers behind staging (kept mapped)
     busy: bool = False
 
 
@@ -83,6 +88,7 @@ class _Launch:
     frame: FramePlan
     tile: Tile
     kernel_event: cl.Event
+    readbacks: list[cl.Event]
     slot: _Slot
     uploads: tuple[np.ndarray, ...]  # kept alive until the non-blocking uploads are done
 
@@ -106,21 +112,31 @@ class TileRenderer:
         self.config = config or LaunchConfig.for_device(info)
         self.ctx = cl.Context([device])
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        self.copy_queue = cl.CommandQueue(self.ctx)  # readbacks, beside the next kernel
         self.options = programs.device_options(device, self.config.local_bins)
         self.hist_dtype = np.int64 if "-DHIST64" in self.options else np.uint32
         self._kernels: dict[str, cl.Kernel] = {}
-        mf, grid = cl.mem_flags, plan.grid
-        npix, coord = grid.tile_w * grid.tile_h, 16  # the widest coordinate: uint4/float4
-        self._slots = [
-            _Slot(cl.Buffer(self.ctx, mf.READ_ONLY, coord * grid.tile_w),
-                  cl.Buffer(self.ctx, mf.READ_ONLY, coord * grid.tile_h),
-                  cl.Buffer(self.ctx, mf.WRITE_ONLY, 4 * npix),
-                  cl.Buffer(self.ctx, mf.WRITE_ONLY, 4 * npix),
-                  cl.Buffer(self.ctx, mf.READ_WRITE, 8 * plan.bins))
-            for _ in range(slots)]
+        self._slots = [self._new_slot() for _ in range(slots)]
         self._axes: collections.OrderedDict[int, tuple[np.ndarray, np.ndarray]] = (
             collections.OrderedDict())
+
+    def _new_slot(self) -> _Slot:
+        mf, grid = cl.mem_flags, self.plan.grid
+        npix, coord = grid.tile_w * grid.tile_h, 16  # the widest coordinate: uint4/float4
+        shapes = [(npix, np.dtype(np.uint32)), (npix, np.dtype(np.float32)),
+                  (self.plan.bins, np.dtype(self.hist_dtype))]
+        pinned, staging = [], []
+        flags: Any = cl.map_flags.READ | cl.map_flags.WRITE
+        for count, dtype in shapes:
+            buf = cl.Buffer(self.ctx, mf.READ_WRITE | mf.ALLOC_HOST_PTR, count * dtype.itemsize)
+            mapped: Any = cl.enqueue_map_buffer(self.queue, buf, flags, 0, (count,), dtype,
+                                                is_blocking=True)
+            pinned.append(buf)
+            staging.append(mapped[0])
+        return _Slot(cl.Buffer(self.ctx, mf.READ_ONLY, coord * grid.tile_w),
+                     cl.Buffer(self.ctx, mf.READ_ONLY, coord * grid.tile_h),
+                     cl.Buffer(self.ctx, mf.WRITE_ONLY, 4 * npix),
+                     cl.Buffer(self.ctx, mf.WRITE_ONLY, 4 * npix),
+                     cl.Buffer(self.ctx, mf.READ_WRITE, 8 * self.plan.bins), staging, pinned)
 
     # ----------------------------------------------------------------- coordinates
     def axes(self, frame: FramePlan) -> tuple[np.ndarray, np.ndarray]:
@@ -169,29 +185,34 @@ class TileRenderer:
         kev = kernel(q, (global_size,), (local,), slot.xs, slot.ys, _scalar(frame.precision, r2),
                      np.uint32(tile.width), np.uint32(npix), np.uint32(frame.max_iter),
                      slot.iterations, slot.fraction, slot.hist, wait_for=uploads)
+        it_s, fr_s, hist_s = slot.staging
+        readbacks = [
+            cl.enqueue_copy(q, it_s[:npix], slot.iterations, is_blocking=False),
+            cl.enqueue_copy(q, fr_s[:npix], slot.fraction, is_blocking=False),
+            cl.enqueue_copy(q, hist_s[:frame.bins], slot.hist, is_blocking=False)]
         q.flush()
-        return _Launch(frame, tile, kev, slot, (xs_t, ys_t))
+        return _Launch(frame, tile, kev, readbacks, slot, (xs_t, ys_t))
 
     @staticmethod
     def done(launch: _Launch) -> bool:
-        return launch.kernel_event.command_execution_status == cl.command_execution_status.COMPLETE
+        complete = cl.command_execution_status.COMPLETE
+        return all(e.command_execution_status == complete for e in launch.readbacks)
 
     def finish(self, launch: _Launch) -> TileResult:
-        """Wait for the kernel, read the tile back (on the copy queue) and free its slot."""
-        kev, slot, tile = launch.kernel_event, launch.slot, launch.tile
-        kev.wait()
-        iterations = np.empty((tile.height, tile.width), dtype=np.uint32)
-        fraction = np.empty((tile.height, tile.width), dtype=np.float32)
-        hist = np.empty(launch.frame.bins, dtype=self.hist_dtype)
-        cq = self.copy_queue
-        cl.enqueue_copy(cq, iterations, slot.iterations, is_blocking=False)
-        cl.enqueue_copy(cq, fraction, slot.fraction, is_blocking=False)
-        cl.enqueue_copy(cq, hist, slot.hist, is_blocking=True)  # in order: all three done
-        slot.busy = False
-        seconds = (kev.profile.end - kev.profile.start) * 1e-9
+        """Wait for the readbacks, copy the tile out of the staging arrays, free the slot."""
+        slot, tile, npix = launch.slot, launch.tile, launch.tile.pixels
+        cl.wait_for_events(launch.readbacks)
+        it_s, fr_s, hist_s = slot.staging
+        iterations = it_s[:npix].reshape(tile.height, tile.width).copy()
+        fraction = fr_s[:npix].reshape(tile.height, tile.width).copy()
+        hist = hist_s[:launch.frame.bins]
         bins = np.flatnonzero(hist)
+        counts = hist[bins].astype(np.int64)
+        slot.busy = False
+        kev = launch.kernel_event
+        seconds = (kev.profile.end - kev.profile.start) * 1e-9
         return TileResult(launch.frame.index, tile.index, iterations, fraction,
-                          bins.astype(np.int64), hist[bins].astype(np.int64), seconds)
+                          bins.astype(np.int64), counts, seconds)
 
     def render(self, frame: FramePlan, tile: Tile) -> TileResult:
         return self.finish(self.launch(frame, tile))
