@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+import farm.numerics as num
 from farm import spec as specmod
 from farm.compute.device import DeviceInfo, bind_device
 from farm.compute.render import TileRenderer
@@ -47,9 +50,11 @@ def _differences(a: specmod.JobSpec, b: specmod.JobSpec) -> list[str]:
     return [k for k in pa if pa[k] != pb[k]]
 
 
-def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool) -> Plan:
+def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool,
+                  progress: bool = True) -> tuple[Plan, np.ndarray | None]:
     """Create the store for ``spec``, or check that the existing one is for the same
-    job (then it resumes). ``restart`` replaces an existing store. Returns the plan."""
+    job (then it resumes). ``restart`` replaces an existing store. Returns the plan and
+    the reference orbit of its perturbed frames (computed once, kept in the store)."""
     specmod.check_writable(path, "output.store")
     if path.exists() and restart:
         path.unlink()
@@ -57,13 +62,31 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool) -> Plan:
         with Store(path) as old:
             diff = _differences(old.spec, spec)
             if not diff:
-                return old.plan()
+                return old.plan(), old.reference()
         raise StoreError(
             f"output.store: {path} holds a different job (differs in {', '.join(diff)}); "
             "use --restart to replace it, or --store to choose another path")
     plan = make_plan(spec)
-    layout.create(path, plan)
-    return plan
+    orbit = compute_reference(plan, progress)
+    layout.create(path, plan, orbit)
+    return plan, orbit
+
+
+def compute_reference(plan: Plan, progress: bool = True) -> np.ndarray | None:
+    """The reference orbit the plan's perturbed frames share (None if there are none)."""
+    needs = plan.reference_needs()
+    if needs is None:
+        return None
+    bits, iterations = needs
+    print(f"farm: reference orbit at the view centre: up to {iterations} iterations at {bits} bits",
+          file=sys.stderr)
+    bar = Progress(iterations, "reference", unit="iterations")
+    bar.enabled = progress
+    r2 = float(num.escape_r2(plan.spec.iterations.escape_radius))
+    orbit = num.reference_orbit(plan.spec.view.center, bits, iterations, r2,
+                                progress=lambda n: bar.advance(4096))
+    bar.close()
+    return orbit
 
 
 def _master_session(plan: Plan, store_path: Path, link: transport.MasterLink, workers: int,
@@ -106,13 +129,14 @@ def _finish(report: MasterReport | None, store_path: Path, video: str | None,
     return 0
 
 
-def _run_in_process(plan: Plan, store_path: Path, options: RenderOptions) -> MasterReport | None:
+def _run_in_process(plan: Plan, orbit: np.ndarray | None, store_path: Path,
+                    options: RenderOptions) -> MasterReport | None:
     info, device = bind_device(options.device)
     print(f"farm: rendering on {info.describe()}", file=sys.stderr)
     link = transport.ThreadMaster([0])
     thread = threading.Thread(
         target=run_worker, name="farm-worker", daemon=True,
-        args=(plan, lambda: TileRenderer(device, info, plan), link.link(0)))
+        args=(plan, lambda: TileRenderer(device, info, plan, reference=orbit), link.link(0)))
     thread.start()
     try:
         return _master_session(plan, store_path, link, 1, options)
@@ -131,8 +155,8 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
         return _render_mpi(comm, lambda: (spec, store_path, video), options)
     if options.video:
         specmod.check_writable(video, "output.video")
-    plan = prepare_store(spec, store_path, options.restart)
-    return _finish(_run_in_process(plan, store_path, options), store_path, video, options)
+    plan, orbit = prepare_store(spec, store_path, options.restart, options.progress)
+    return _finish(_run_in_process(plan, orbit, store_path, options), store_path, video, options)
 
 
 def resume(store: str, video: str | None = None, options: RenderOptions = RenderOptions()) -> int:
@@ -148,8 +172,8 @@ def resume(store: str, video: str | None = None, options: RenderOptions = Render
         return _render_mpi(comm, job, options)
     spec, _, video_path = job()
     with Store(store_path) as s:
-        plan = s.plan()
-    return _finish(_run_in_process(plan, store_path, options), store_path, video_path, options)
+        plan, orbit = s.plan(), s.reference()
+    return _finish(_run_in_process(plan, orbit, store_path, options), store_path, video_path, options)
 
 
 # ============================================================================ MPI
@@ -170,10 +194,12 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
     problems = [p for p in comm.gather(problem, root=0) or [] if p]
     if comm.Get_rank() != 0:
         plan = comm.bcast(None, root=0)
-        if plan is not None and bound is not None:
-            _mpi_worker(comm, plan, bound)
+        if plan is not None:
+            orbit = transport.bcast_array(comm, None)
+            if bound is not None:
+                _mpi_worker(comm, plan, orbit, bound)
         return 0
-    plan = None
+    plan, orbit = None, None
     try:
         if problems:
             kind = UsageError if all(k == "UsageError" for k, _ in problems) else DeviceError
@@ -181,9 +207,10 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
         spec, store_path, video = job()
         if options.video:
             specmod.check_writable(video, "output.video")
-        plan = prepare_store(spec, store_path, options.restart)
+        plan, orbit = prepare_store(spec, store_path, options.restart, options.progress)
     finally:
         comm.bcast(plan, root=0)  # None tells the workers to go home
+    transport.bcast_array(comm, orbit)
     link = transport.MpiMaster(comm)
     print(f"farm: master on {host}, {len(link.workers)} worker(s)", file=sys.stderr)
     try:
@@ -195,10 +222,11 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
     return _finish(report, store_path, video, options)
 
 
-def _mpi_worker(comm, plan: Plan, bound: tuple[DeviceInfo, Any]) -> None:
+def _mpi_worker(comm, plan: Plan, orbit: np.ndarray | None, bound: tuple[DeviceInfo, Any]) -> None:
     """A worker rank. Launchers (mpiexec, srun) pass stop signals to every rank: workers
     ignore them and stop when the master, which collects the tiles in flight, says so."""
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     info, device = bound
-    run_worker(plan, lambda: TileRenderer(device, info, plan), transport.MpiWorker(comm))
+    run_worker(plan, lambda: TileRenderer(device, info, plan, reference=orbit),
+               transport.MpiWorker(comm))

@@ -66,7 +66,7 @@ class Iterations:
 @dataclass(frozen=True)
 class Render:
     precision: str = "auto"
-    tile: tuple[int, int] = (512, 512)  # (width, height) pixels; also the store's chunk
+    tile: tuple[int, int] = (1024, 1024)  # (width, height) pixels; also the store's chunk
 
 
 @dataclass(frozen=True)
@@ -221,7 +221,7 @@ SCHEMA: dict[str, dict[str, tuple[Callable[[Any, str], Any], Any]]] = {
     },
     "render": {
         "precision": (_choice(PRECISIONS), "auto"),
-        "tile": (_pair(_int_in(8, 4096), "[width, height] in pixels"), (512, 512)),
+        "tile": (_pair(_int_in(8, 4096), "[width, height] in pixels"), (1024, 1024)),
     },
     "color": {
         "palette": (_choice(PALETTES), "classic"),

@@ -3,6 +3,7 @@ the contracts in DESIGN.md (pixel mapping with exact rationals, z(k+1) = z(k)^2 
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import mpmath
@@ -19,9 +20,10 @@ def pixel_c(center: tuple[str, str], width: str, size: tuple[int, int], i: int, 
     return re, im
 
 
-def escape_count(re: Fraction, im: Fraction, max_iter: int, radius: float = 2.0) -> int:
+def escape_count(re: Fraction, im: Fraction, max_iter: int, radius: float = 2.0,
+                 digits: int = DIGITS) -> int:
     """Smallest n >= 1 with |z(n)|^2 > R^2, else 0."""
-    with mpmath.workdps(DIGITS):
+    with mpmath.workdps(digits):
         cr = mpmath.mpf(re.numerator) / re.denominator
         ci = mpmath.mpf(im.numerator) / im.denominator
         r2 = mpmath.mpf(radius) ** 2
@@ -35,14 +37,22 @@ def escape_count(re: Fraction, im: Fraction, max_iter: int, radius: float = 2.0)
     return 0
 
 
+def digits_for(width: str, size: tuple[int, int]) -> int:
+    """200 digits, or more for views whose pixels are finer than 1e-140."""
+    spacing = Fraction(width) / size[0]
+    return max(DIGITS, int(-math.log10(spacing)) + 60)
+
+
 def _row(args):
     center, width, size, max_iter, radius, j = args
-    return [escape_count(*pixel_c(center, width, size, i, j), max_iter, radius)
+    digits = digits_for(width, size)
+    return [escape_count(*pixel_c(center, width, size, i, j), max_iter, radius, digits)
             for i in range(size[0])]
 
 
 def reference_counts(center, width, size, max_iter, radius=2.0, processes=None):
-    """Counts of a whole image as an (H, W) array; rows are spread over processes."""
+    """Counts of a whole image as an (H, W) array, at 200 digits (more for views below
+    1e-140); rows are spread over processes."""
     import os
     from multiprocessing import get_context
 
@@ -54,3 +64,23 @@ def reference_counts(center, width, size, max_iter, radius=2.0, processes=None):
         return np.array([_row(job) for job in jobs])
     with get_context("spawn").Pool(procs) as pool:
         return np.array(pool.map(_row, jobs))
+
+
+def misiurewicz(guess: str | tuple[str, str], preperiod: int, period: int, digits: int):
+    """A Misiurewicz point c (f^(k+p)(0) = f^k(0)) near ``guess`` by Newton's method, as
+    decimal strings of ``digits`` digits: deep test views need centres this exact."""
+    with mpmath.workdps(digits + 20):
+        c = mpmath.mpc(*guess) if isinstance(guess, tuple) else mpmath.mpc(guess)
+        for _ in range(200):
+            z = dz = mpmath.mpc(0)
+            zk = dzk = None
+            for n in range(1, preperiod + period + 1):
+                dz = 2 * z * dz + 1
+                z = z * z + c
+                if n == preperiod:
+                    zk, dzk = z, dz
+            step = (z - zk) / (dz - dzk)
+            c -= step
+            if abs(step) < mpmath.mpf(10) ** -(digits + 10):
+                break
+        return mpmath.nstr(c.real, digits, strip_zeros=False), mpmath.nstr(c.imag, digits, strip_zeros=False)

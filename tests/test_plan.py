@@ -58,9 +58,9 @@ def test_auto_precision_follows_depth():
     order = [f for k, f in enumerate(fmts) if k == 0 or fmts[k - 1] != f]
     assert order == ["f64", "fp128", "quad-single"]  # each format once, cheapest first
     for f in plan.frames:
-        assert precision.resolves(f.precision, 10.0**f.log10_spacing)
+        assert precision.resolves(f.precision, f.log10_spacing)
         cheaper = precision.COST_ORDER[: precision.COST_ORDER.index(f.precision)]
-        assert not any(precision.resolves(c, 10.0**f.log10_spacing) for c in cheaper)
+        assert not any(precision.resolves(c, f.log10_spacing) for c in cheaper)
 
 
 def test_explicit_precision_too_shallow_names_the_frame():

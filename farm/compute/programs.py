@@ -21,7 +21,8 @@ import pyopencl as cl
 
 from farm.errors import DeviceError
 
-FORMAT_SOURCES = {"f64": "f64.cl", "fp128": "fp128.cl", "quad-single": "qs.cl"}
+FORMAT_SOURCES = {"f64": "f64.cl", "fp128": "fp128.cl", "quad-single": "qs.cl",
+                  "perturb": "perturb.cl"}
 
 
 @functools.cache

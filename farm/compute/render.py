@@ -13,7 +13,9 @@ idle a third of the time (BENCHMARKS.md).
 
 Coordinates: per frame, the real part of every pixel column and the imaginary part
 of every row are computed once in mpmath and rounded once into the frame's format
-(:mod:`farm.numerics.encode`); a tile takes its slice of those axes.
+(:mod:`farm.numerics.encode`); a tile takes its slice of those axes. Perturbed frames
+instead get the reference orbit (uploaded once per renderer) and the half pixel
+spacing as mantissa and exponent; the kernel forms each pixel's offset itself.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import farm.numerics as num
 from farm.compute import programs
 from farm.compute.device import DeviceInfo
 from farm.numerics.encode import ENCODERS
-from farm.plan import FramePlan, Plan, Tile
+from farm.plan import FramePlan, Plan, Tile, precision
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,8 @@ class TileRenderer:
     """Renders tiles of one plan on one device (one context, one in-order queue)."""
 
     def __init__(self, device: cl.Device, info: DeviceInfo, plan: Plan,
-                 config: LaunchConfig | None = None, slots: int = 4):
+                 config: LaunchConfig | None = None, slots: int = 4,
+                 reference: np.ndarray | None = None):
         self.info = info
         self.plan = plan
         self.config = config or LaunchConfig.for_device(info)
@@ -116,6 +119,13 @@ class TileRenderer:
         self.hist_dtype = np.int64 if "-DHIST64" in self.options else np.uint32
         self._kernels: dict[str, cl.Kernel] = {}
         self._slots = [self._new_slot() for _ in range(slots)]
+        self.orbit: cl.Buffer | None = None
+        self.orbit_len = 0
+        if reference is not None:  # (L, 2) float64: Z(0) .. Z(L-1)
+            orbit = np.ascontiguousarray(reference, dtype=np.float64)
+            self.orbit = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                                   hostbuf=orbit)
+            self.orbit_len = len(orbit)
         self._axes: collections.OrderedDict[int, tuple[np.ndarray, np.ndarray]] = (
             collections.OrderedDict())
 
@@ -156,42 +166,61 @@ class TileRenderer:
         return xs, ys
 
     # ----------------------------------------------------------------- launches
-    def _kernel(self, fmt: str) -> cl.Kernel:
-        if fmt not in self._kernels:
-            prg = programs.build(self.ctx, (programs.FORMAT_SOURCES[fmt], "mandel.cl"), self.options)
-            self._kernels[fmt] = cl.Kernel(prg, "mandel")
-        return self._kernels[fmt]
+    def _kernel(self, frame: FramePlan) -> cl.Kernel:
+        fmt = frame.precision
+        extra: tuple[str, ...] = ()
+        if fmt == "perturb" and frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10:
+            extra = ("-DPERTURB_FX",)
+        key = fmt + "".join(extra)
+        if key not in self._kernels:
+            prg = programs.build(self.ctx, (programs.FORMAT_SOURCES[fmt], "mandel.cl"),
+                                 self.options + extra)
+            self._kernels[key] = cl.Kernel(prg, "mandel")
+        return self._kernels[key]
+
+    def _format_args(self, frame: FramePlan, tile: Tile, slot: _Slot) -> tuple[list, list, tuple]:
+        """(leading kernel arguments, upload events, host arrays to keep) of a launch."""
+        r2 = num.escape_r2(self.plan.spec.iterations.escape_radius)
+        if frame.precision == "perturb":
+            if self.orbit is None:
+                raise RuntimeError("a perturbed frame needs the reference orbit")
+            w, h = self.plan.spec.size
+            with num.workprec(frame.bits):
+                h_m, h_e = num.frexp(frame.spacing / 2)
+            args = [self.orbit, np.uint32(self.orbit_len), np.int32(2 * tile.x0 + 1 - w),
+                    np.int32(2 * tile.y0 + 1 - h), np.float64(h_m), np.int32(h_e), np.float64(r2)]
+            return args, [], ()
+        xs, ys = self.axes(frame)
+        xs_t = np.ascontiguousarray(xs[tile.x0:tile.x0 + tile.width])
+        ys_t = np.ascontiguousarray(ys[tile.y0:tile.y0 + tile.height])
+        uploads = [cl.enqueue_copy(self.queue, slot.xs, xs_t, is_blocking=False),
+                   cl.enqueue_copy(self.queue, slot.ys, ys_t, is_blocking=False)]
+        return [slot.xs, slot.ys, _scalar(frame.precision, r2)], uploads, (xs_t, ys_t)
 
     def launch(self, frame: FramePlan, tile: Tile) -> _Launch:
         slot = next((s for s in self._slots if not s.busy), None)
         if slot is None:
             raise RuntimeError(f"more than {len(self._slots)} launches in flight")
         slot.busy = True
-        xs, ys = self.axes(frame)
-        xs_t = np.ascontiguousarray(xs[tile.x0:tile.x0 + tile.width])
-        ys_t = np.ascontiguousarray(ys[tile.y0:tile.y0 + tile.height])
         npix = tile.pixels
         q = self.queue
         hist_bytes = frame.bins * np.dtype(self.hist_dtype).itemsize
-        uploads = [cl.enqueue_copy(q, slot.xs, xs_t, is_blocking=False),
-                   cl.enqueue_copy(q, slot.ys, ys_t, is_blocking=False),
-                   cl.enqueue_fill_buffer(q, slot.hist, np.zeros(1, self.hist_dtype), 0, hist_bytes)]
+        args, uploads, keep = self._format_args(frame, tile, slot)
+        uploads.append(cl.enqueue_fill_buffer(q, slot.hist, np.zeros(1, self.hist_dtype), 0, hist_bytes))
 
         local = self.config.local_size
         cap = self.config.groups_per_unit * self.info.compute_units * local
         global_size = min(-(-npix // local) * local, cap)
-        r2 = num.escape_r2(self.plan.spec.iterations.escape_radius)
-        kernel = self._kernel(frame.precision)
-        kev = kernel(q, (global_size,), (local,), slot.xs, slot.ys, _scalar(frame.precision, r2),
-                     np.uint32(tile.width), np.uint32(npix), np.uint32(frame.max_iter),
-                     slot.iterations, slot.fraction, slot.hist, wait_for=uploads)
+        kev = self._kernel(frame)(q, (global_size,), (local,), *args, np.uint32(tile.width),
+                                  np.uint32(npix), np.uint32(frame.max_iter),
+                                  slot.iterations, slot.fraction, slot.hist, wait_for=uploads)
         it_s, fr_s, hist_s = slot.staging
         readbacks = [
             cl.enqueue_copy(q, it_s[:npix], slot.iterations, is_blocking=False),
             cl.enqueue_copy(q, fr_s[:npix], slot.fraction, is_blocking=False),
             cl.enqueue_copy(q, hist_s[:frame.bins], slot.hist, is_blocking=False)]
         q.flush()
-        return _Launch(frame, tile, kev, readbacks, slot, (xs_t, ys_t))
+        return _Launch(frame, tile, kev, readbacks, slot, keep)
 
     @staticmethod
     def done(launch: _Launch) -> bool:

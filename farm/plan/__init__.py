@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import farm.numerics as num
 from farm.errors import SpecError
@@ -19,20 +20,23 @@ __all__ = ["FramePlan", "Plan", "Tile", "TileGrid", "auto_max_iter", "make_plan"
 
 
 def auto_max_iter(log10_zoom: float) -> int:
-    """``max = "auto"``: ``256 + 64 * d**1.5`` where ``d = log10(4 / width)`` (0 if negative).
+    """``max = "auto"``: ``256 + 64 * d**1.5`` where ``d = log10(4 / width)`` (0 if negative),
+    at most the spec's limit of 10^7.
 
     Deeper frames need more iterations before their detail escapes; the rule gives
     256 at the whole set, ~6200 at width 1e-20, ~330000 at 1e-300.
     """
+    from farm.spec import MAX_ITER_LIMIT
+
     d = max(0.0, log10_zoom)
-    return int(round(256 + 64 * d**1.5))
+    return min(MAX_ITER_LIMIT, int(round(256 + 64 * d**1.5)))
 
 
 @dataclass(frozen=True)
 class FramePlan:
     index: int
-    width: object  # mpmath mpf, complex-plane units across the image
-    spacing: object  # mpmath mpf, width / W
+    width: Any  # mpmath mpf, complex-plane units across the image
+    spacing: Any  # mpmath mpf, width / W
     log10_spacing: float
     max_iter: int
     precision: str  # f64 | fp128 | quad-single | perturb
@@ -54,6 +58,18 @@ class Plan:
     def bins(self) -> int:
         """Histogram row length in the store: the largest frame's ``max_iter + 1``."""
         return max(f.bins for f in self.frames)
+
+    @property
+    def perturbed(self) -> list[FramePlan]:
+        return [f for f in self.frames if f.precision == "perturb"]
+
+    def reference_needs(self) -> tuple[int, int] | None:
+        """(bits, iterations) of the reference orbit the perturbed frames share, or None.
+        The orbit is computed once, at the view centre, for the deepest of them."""
+        frames = self.perturbed
+        if not frames:
+            return None
+        return max(f.bits for f in frames), max(f.max_iter for f in frames)
 
     @property
     def tasks(self) -> int:
@@ -78,24 +94,21 @@ def _rebuild(spec_text: str, stored: list[tuple[int, str]]) -> Plan:
 
 
 def _frame_precision(requested: str, k: int, log10_s: float) -> str:
-    s = 10.0**log10_s  # 0.0 below 1e-323, which no direct format resolves
     if requested == "auto":
-        chosen = precision.choose(s)
+        chosen = precision.choose(log10_s)
         if chosen is None:
             fmt, limit = precision.deepest()
             raise SpecError(
                 "view.width",
                 f"frame {k} has pixel spacing 1e{log10_s:.1f}, beyond every format "
-                f"(the deepest, {fmt}, resolves down to {limit:.0e})",
+                f"(the deepest, {fmt}, resolves down to 1e{limit:.1f})",
             )
         return chosen
-    if requested not in precision.MIN_SPACING:
-        raise SpecError("render.precision", f"{requested!r} is not available yet")
-    if not precision.resolves(requested, s):
+    if not precision.resolves(requested, log10_s):
         raise SpecError(
             "render.precision",
             f"{requested} cannot resolve frame {k}: pixel spacing 1e{log10_s:.1f} is below its "
-            f"limit {precision.MIN_SPACING[requested]:.0e}; use \"auto\" or a wider view.width",
+            f"limit 1e{precision.min_log10_spacing(requested):.1f}; use \"auto\" or a wider view.width",
         )
     return requested
 

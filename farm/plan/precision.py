@@ -15,29 +15,42 @@ absolute (2^-96), which is why quad-single goes a decade deeper at this view.
 
 from __future__ import annotations
 
+import math
+
 # Smallest resolvable pixel spacing per format (complex-plane units per pixel).
 MIN_SPACING = {
     "f64": 1.3e-11,
     "fp128": 4.2e-25,
     "quad-single": 4.2e-26,
 }
+# perturb: deltas are relative to the view, so no coordinate format limits it (below
+# double's range the kernel switches to floatexp deltas); what limits depth is the
+# reference orbit's cost, and this bound keeps it sane.
+PERTURB_MIN_LOG10_SPACING = -3000.0
+# Below this pixel spacing, perturbation deltas leave double's range (floatexp kernel).
+PERTURB_FX_BELOW_LOG10 = -290.0
 # Cheapest first, by the kernel rates on GPUs (BENCHMARKS.md).
-COST_ORDER = ("f64", "fp128", "quad-single")
+COST_ORDER = ("f64", "perturb", "fp128", "quad-single")
 
 
-def resolves(fmt: str, spacing: float) -> bool:
-    return spacing >= MIN_SPACING[fmt]
+def min_log10_spacing(fmt: str) -> float:
+    if fmt == "perturb":
+        return PERTURB_MIN_LOG10_SPACING
+    return math.log10(MIN_SPACING[fmt])
 
 
-def choose(spacing: float) -> str | None:
-    """The cheapest format that resolves ``spacing``, or None if none does."""
-    for fmt in COST_ORDER:
-        if resolves(fmt, spacing):
-            return fmt
-    return None
+def resolves(fmt: str, log10_spacing: float) -> bool:
+    """Whether ``fmt`` resolves pixel spacing 10**log10_spacing (logs: spacings go far
+    below the range of a double)."""
+    return log10_spacing >= min_log10_spacing(fmt)
+
+
+def choose(log10_spacing: float) -> str | None:
+    """The cheapest format that resolves the spacing, or None if none does."""
+    return next((fmt for fmt in COST_ORDER if resolves(fmt, log10_spacing)), None)
 
 
 def deepest() -> tuple[str, float]:
-    fmt = min(MIN_SPACING, key=MIN_SPACING.__getitem__)
-    return fmt, MIN_SPACING[fmt]
-
+    """The format that goes deepest, and the log10 of its smallest spacing."""
+    fmt = min(COST_ORDER, key=min_log10_spacing)
+    return fmt, min_log10_spacing(fmt)

@@ -169,6 +169,17 @@ def leave(status: int) -> int:
     return int(status)
 
 
+def bcast_array(comm, array: np.ndarray | None) -> np.ndarray | None:
+    """Broadcast a float64 array (or None) from rank 0 with one buffer (uppercase)
+    Bcast; its shape goes first. The reference orbit reaches the workers this way."""
+    shape = comm.bcast(None if array is None else array.shape, root=0)
+    if shape is None:
+        return None
+    buf = np.ascontiguousarray(array, dtype=np.float64) if comm.Get_rank() == 0 else np.empty(shape)
+    comm.Bcast(buf, root=0)
+    return buf
+
+
 def node_worker_index(comm) -> tuple[int, str]:
     """(index of this rank among the worker ranks of its node, host name).
 

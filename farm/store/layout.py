@@ -22,6 +22,8 @@ Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
     tiles/run          int16 (F, T)    index into runs
     tiles/finished     float64 (F, T)  unix time the master received it
     tiles/crc          uint32 (F, T)   crc32 of the tile's iterations then fraction bytes
+    reference/orbit  float64 (L, 2)  perturbation's reference orbit Z(0) .. Z(L-1) at the
+                view centre (only when some frame is perturbed); attrs bits, iterations
     runs        (RUNS,) one row per render or resume: started, ended (unix time),
                 workers, master_busy (seconds the master's loop spent receiving and
                 deciding), writer_busy (seconds its writer thread spent writing),
@@ -74,8 +76,9 @@ def _fixed(group: h5py.Group, name: str, shape: tuple[int, ...], dtype: str | np
     return group.create_dataset(name, shape=shape, dtype=dtype, dcpl=dcpl)
 
 
-def create(path: str | os.PathLike[str], plan: Plan) -> None:
-    """Create an empty store for ``plan`` at ``path`` (atomically; replaces nothing)."""
+def create(path: str | os.PathLike[str], plan: Plan, orbit: np.ndarray | None = None) -> None:
+    """Create an empty store for ``plan`` at ``path`` (atomically; replaces nothing),
+    with the reference orbit of its perturbed frames when there are some."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -99,6 +102,12 @@ def create(path: str | os.PathLike[str], plan: Plan) -> None:
             f["frames/width"] = np.array([_width_text(fr.width) for fr in plan.frames], "S40")
             f["frames/max_iter"] = np.array([fr.max_iter for fr in plan.frames], "<i8")
             f["frames/precision"] = np.array([fr.precision for fr in plan.frames], "S16")
+            needs = plan.reference_needs()
+            if needs is not None:
+                if orbit is None:
+                    raise ValueError("a plan with perturbed frames needs its reference orbit")
+                ref = f.create_dataset("reference/orbit", data=np.asarray(orbit, dtype="<f8"))
+                ref.attrs["bits"], ref.attrs["iterations"] = needs
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         if path.exists():

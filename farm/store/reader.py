@@ -58,6 +58,12 @@ class Store:
         fmt = [p.decode() for p in self.file["frames/precision"][...]]
         return make_plan(self.spec, stored=list(zip(max_iter, fmt, strict=True)))
 
+    def reference(self) -> np.ndarray | None:
+        """The stored reference orbit of perturbed frames ((L, 2) float64), or None."""
+        if "reference/orbit" not in self.file:
+            return None
+        return self.file["reference/orbit"][...]
+
     # ------------------------------------------------------------------ data
     @property
     def frames(self) -> int:

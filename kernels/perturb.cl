@@ -1,0 +1,136 @@
+/* perturb.cl: escape time by perturbation against a reference orbit, for any depth.
+ *
+ * The view's centre C has a reference orbit Z(0) = 0, Z(n+1) = Z(n)^2 + C, computed
+ * once on the host at the depth's precision (mpmath) and rounded to doubles. A pixel
+ * c = C + dc follows z(n) = Z(m) + d with
+ *     d <- (2 Z(m) + d) d + dc,  m <- m + 1
+ * and is rebased (d <- Z(m) + d, m <- 0) whenever |Z(m) + d| < |d| or the reference
+ * ends: the pixel then follows the reference from its start again, so one reference
+ * serves every pixel without glitch detection (Zhuoran's rebasing). The count n is
+ * the pixel's own: the contract of mandel.cl (first n >= 1 with |z(n)|^2 > R^2).
+ *
+ * Number formats: Z in doubles (|Z| <= R). d and dc in doubles, or, built with
+ * -DPERTURB_FX for pixel spacings below double's range (~1e-290), in "floatexp": a
+ * complex mantissa pair sharing one int exponent, value (m.x + i m.y) * 2^e, with
+ * max(|m.x|, |m.y|) in [0.5, 1) (or m = 0), normalised after every step.
+ *
+ * Extensions: cl_khr_fp64.
+ *
+ * Provides, for mandel.cl: FORMAT_ARGS, FORMAT_ARG_NAMES and escape_pixel. Arguments:
+ *   orbit     [orbit_len] double2   Z(0) .. Z(orbit_len - 1), Z(0) = 0, Z(1) = C
+ *   orbit_len           uint       >= 2; all |Z(m)|^2 <= R^2
+ *   kx0, ky0            int        2 x0 + 1 - W and 2 y0 + 1 - H for the tile at (x0, y0):
+ *                                  pixel (col, row) has dc = ((kx0 + 2 col) - i (ky0 + 2 row)) h
+ *   h_m, h_e          double, int  half the pixel spacing, h = h_m * 2^h_e, h_m in [0.5, 1)
+ *   r2                  double     escape radius squared
+ */
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+
+#define FORMAT_ARGS __global const double2 *orbit, const uint orbit_len, const int kx0, \
+                    const int ky0, const double h_m, const int h_e, const double r2
+#define FORMAT_ARG_NAMES orbit, orbit_len, kx0, ky0, h_m, h_e, r2
+
+#ifndef PERTURB_FX
+
+inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2 *z, double2 *c)
+{
+    const double dcr = ldexp((double)(kx0 + 2 * (int)col) * h_m, h_e);
+    const double dci = -ldexp((double)(ky0 + 2 * (int)row) * h_m, h_e);
+    *c = orbit[1] + (double2)(dcr, dci);
+    double dr = 0.0, di = 0.0;
+    uint m = 0;
+    for (uint n = 1; n <= max_iter; ++n) {
+        const double2 Z = orbit[m];
+        const double ar = 2.0 * Z.x + dr, ai = 2.0 * Z.y + di;
+        const double nr = ar * dr - ai * di + dcr;
+        di = ar * di + ai * dr + dci;
+        dr = nr;
+        ++m;
+        const double2 Zm = orbit[m];
+        const double zr = Zm.x + dr, zi = Zm.y + di;
+        const double mag = zr * zr + zi * zi;
+        if (mag > r2) {
+            *z = (double2)(zr, zi);
+            return n;
+        }
+        if (mag < dr * dr + di * di || m == orbit_len - 1) {
+            dr = zr;
+            di = zi;
+            m = 0;
+        }
+    }
+    return 0;
+}
+
+#else /* PERTURB_FX: floatexp deltas */
+
+typedef struct {
+    double2 m; /* mantissa pair, max |component| in [0.5, 1), or 0 */
+    int e;     /* exponent: value = m * 2^e */
+} fx2;
+
+#define FX_ZERO_EXP (-1 << 30) /* the exponent of 0: below anything that matters */
+
+inline fx2 fx_norm(double2 m, int e)
+{
+    const double big = fmax(fabs(m.x), fabs(m.y));
+    fx2 r;
+    if (big == 0.0) {
+        r.m = (double2)(0.0, 0.0);
+        r.e = FX_ZERO_EXP;
+        return r;
+    }
+    const int k = ilogb(big) + 1; /* big * 2^-k in [0.5, 1) */
+    r.m = (double2)(ldexp(m.x, -k), ldexp(m.y, -k));
+    r.e = e + k;
+    return r;
+}
+
+/* a + b; the smaller operand is shifted, dropped entirely when 60 bits below. */
+inline fx2 fx_add(fx2 a, fx2 b)
+{
+    if (a.e < b.e) {
+        const fx2 t = a;
+        a = b;
+        b = t;
+    }
+    const int d = a.e - b.e;
+    const double2 bm = d > 60 ? (double2)(0.0, 0.0) : (double2)(ldexp(b.m.x, -d), ldexp(b.m.y, -d));
+    return fx_norm(a.m + bm, a.e);
+}
+
+/* The double value (0 below double's range). */
+inline double2 fx_to_double(fx2 a)
+{
+    return a.e < -1100 ? (double2)(0.0, 0.0) : (double2)(ldexp(a.m.x, a.e), ldexp(a.m.y, a.e));
+}
+
+inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2 *z, double2 *c)
+{
+    const fx2 dc = fx_norm((double2)((double)(kx0 + 2 * (int)col) * h_m,
+                                     -(double)(ky0 + 2 * (int)row) * h_m), h_e);
+    *c = orbit[1] + fx_to_double(dc);
+    fx2 d = fx_norm((double2)(0.0, 0.0), 0);
+    uint m = 0;
+    for (uint n = 1; n <= max_iter; ++n) {
+        /* d <- (2 Z + d) d + dc, with 2 Z + d in doubles: |d| is then tiny or O(1) */
+        const double2 a = 2.0 * orbit[m] + fx_to_double(d);
+        d = fx_add(fx_norm((double2)(a.x * d.m.x - a.y * d.m.y, a.x * d.m.y + a.y * d.m.x), d.e), dc);
+        ++m;
+        const double2 dd = fx_to_double(d);
+        const double2 Zm = orbit[m];
+        const double zr = Zm.x + dd.x, zi = Zm.y + dd.y;
+        const double mag = zr * zr + zi * zi;
+        if (mag > r2) {
+            *z = (double2)(zr, zi);
+            return n;
+        }
+        if (mag < dot(dd, dd) || m == orbit_len - 1) {
+            d = fx_norm((double2)(zr, zi), 0);
+            m = 0;
+        }
+    }
+    return 0;
+}
+
+#endif
