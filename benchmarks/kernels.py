@@ -22,7 +22,8 @@ from farm.compute.bench import bench_format
 from farm.compute.device import candidates
 from farm.compute.render import LaunchConfig, TileRenderer
 
-TARGETS = {"f64": 1500.0, "fp128": 100.0, "quad-single": 35.0}  # Giter/s per H200
+# Giter/s per H200 (perturbation: issue 7 asks for within ~2x of a plain f64 kernel, ~1900)
+TARGETS = {"f64": 1500.0, "fp128": 100.0, "quad-single": 35.0, "perturb": 950.0, "perturb-fx": 950.0}
 
 
 def save_binaries(info, device, out: Path) -> None:
@@ -34,16 +35,22 @@ def save_binaries(info, device, out: Path) -> None:
     opts = programs.device_options(device, 2048)
     for fmt, src in programs.FORMAT_SOURCES.items():
         prg = programs.build(ctx, (src, "mandel.cl"), opts)
-        binary = prg.get_info(cl.program_info.BINARIES)[0]
-        (out / f"{fmt}.ptx").write_bytes(binary)
-        log = prg.get_build_info(device, cl.program_build_info.LOG)
-        (out / f"{fmt}.log").write_text(log or "")
+        _save_binary(prg, device, out, fmt)
+    prg = programs.build(ctx, ("perturb.cl", "mandel.cl"), opts + ("-DPERTURB_FX",))
+    _save_binary(prg, device, out, "perturb-fx")
+
+
+def _save_binary(prg, device, out: Path, fmt: str) -> None:
+    import pyopencl as cl
+
+    (out / f"{fmt}.ptx").write_bytes(prg.get_info(cl.program_info.BINARIES)[0])
+    (out / f"{fmt}.log").write_text(prg.get_build_info(device, cl.program_build_info.LOG) or "")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--formats", default="f64,fp128,quad-single")
+    ap.add_argument("--formats", default="f64,fp128,quad-single,perturb,perturb-fx")
     ap.add_argument("--quick", action="store_true", help="default config only")
     ap.add_argument("--workload", choices=("small", "standard"))
     ap.add_argument("--ptx", type=Path, help="folder for program binaries")
@@ -62,7 +69,8 @@ def main() -> None:
     print(f"{'format':<12} {'local':>5} {'groups/CU':>9} {'seconds':>9} {'Giter/s':>9} {'/target':>8}")
     for fmt in args.formats.split(","):
         for cfg in configs:
-            row = bench_format(lambda plan, c=cfg: TileRenderer(device, info, plan, c), fmt, workload)
+            row = bench_format(lambda plan, ref, c=cfg: TileRenderer(device, info, plan, c, reference=ref),
+                               fmt, workload)
             ratio = row.giters / TARGETS[fmt]
             rows.append({**row.__dict__, "local_size": cfg.local_size,
                          "groups_per_unit": cfg.groups_per_unit, "ratio_to_target": ratio})

@@ -92,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="kernel speed per number format, in Giter/s")
     p.add_argument("--device", metavar="SEL", help="device selector (env FARM_DEVICE)")
-    p.add_argument("--formats", default="f64,fp128,quad-single", help="comma-separated")
+    p.add_argument("--formats", default="f64,fp128,quad-single,perturb,perturb-fx",
+                   help="comma-separated (perturb: double deltas; perturb-fx: floatexp deltas)")
     p.add_argument("--workload", choices=("small", "standard"),
                    help="small (CPU) or standard (GPU); default by device type")
     p.add_argument("--json", action="store_true")

@@ -6,14 +6,16 @@ rendered through the same kernels and launch path as a real render. The time is
 the kernel's device time from OpenCL profiling events, the median of the repeats
 after one warm-up launch (which also compiles the program).
 
-Workloads (pixels, iterations per format):
+Workloads (pixels, iterations per format); ``perturb`` is perturbation with double
+deltas (view width 1e-6), ``perturb-fx`` with floatexp deltas (width 1e-400), both
+against a reference orbit computed first (not timed):
 
-==========  =============  =======  =======  ===========
-workload    pixels         f64      fp128    quad-single
-==========  =============  =======  =======  ===========
-small       256 x 256      2000     200      200
-standard    2048 x 2048    100000   10000    5000
-==========  =============  =======  =======  ===========
+==========  ===========  =======  =====  ===========  =======  ==========
+workload    pixels       f64      fp128  quad-single  perturb  perturb-fx
+==========  ===========  =======  =====  ===========  =======  ==========
+small       256 x 256    2000     200    200          2000     500
+standard    2048 x 2048  100000   10000  5000         50000    10000
+==========  ===========  =======  =====  ===========  =======  ==========
 """
 
 from __future__ import annotations
@@ -21,15 +23,21 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+import numpy as np
+
+import farm.numerics as num
 from farm import spec as specmod
 from farm.compute.device import candidates
 from farm.compute.render import LaunchConfig, TileRenderer
 from farm.plan import make_plan
 
 WORKLOADS = {
-    "small": (256, {"f64": 2000, "fp128": 200, "quad-single": 200}),
-    "standard": (2048, {"f64": 100_000, "fp128": 10_000, "quad-single": 5000}),
+    "small": (256, {"f64": 2000, "fp128": 200, "quad-single": 200, "perturb": 2000,
+                    "perturb-fx": 500}),
+    "standard": (2048, {"f64": 100_000, "fp128": 10_000, "quad-single": 5000, "perturb": 50_000,
+                        "perturb-fx": 10_000}),
 }
+WIDTH = {"perturb-fx": "1e-400"}  # everything else at 1e-6
 
 
 @dataclass
@@ -45,10 +53,11 @@ class BenchRow:
 
 def bench_plan(fmt: str, side: int, iterations: int):
     """A one-tile plan whose pixels are all interior (c near -0.1 + 0.1i)."""
+    width = WIDTH.get(fmt, "1e-6")
     text = f"""
 [view]
 center = ["-0.1", "0.1"]
-width = ["1e-6", "1e-6"]
+width = ["{width}", "{width}"]
 [image]
 size = [{side}, {side}]
 [animation]
@@ -56,7 +65,7 @@ frames = 1
 [iterations]
 max = {iterations}
 [render]
-precision = "{fmt}"
+precision = "{fmt.removesuffix('-fx')}"
 tile = [{side}, {side}]
 """
     return make_plan(specmod.parse_text(text, name="bench"))
@@ -65,7 +74,7 @@ tile = [{side}, {side}]
 def bench_format(renderer_for, fmt: str, workload: str, repeats: int = 3) -> BenchRow:
     side, iters = WORKLOADS[workload]
     plan = bench_plan(fmt, side, iters[fmt])
-    renderer: TileRenderer = renderer_for(plan)
+    renderer: TileRenderer = renderer_for(plan, reference_for(plan))
     frame, tile = plan.frames[0], plan.grid.tile(0)
     first = renderer.render(frame, tile)
     if first.iterations.any():
@@ -77,6 +86,15 @@ def bench_format(renderer_for, fmt: str, workload: str, repeats: int = 3) -> Ben
                     pixels * iters[fmt] / seconds / 1e9)
 
 
+def reference_for(plan) -> np.ndarray | None:
+    needs = plan.reference_needs()
+    if needs is None:
+        return None
+    bits, iterations = needs
+    r2 = float(num.escape_r2(plan.spec.iterations.escape_radius))
+    return num.reference_orbit(plan.spec.view.center, bits, iterations, r2)
+
+
 def run_bench(selector: str, formats: list[str], workload: str | None = None,
               config: LaunchConfig | None = None) -> list[BenchRow]:
     info, device = candidates(selector)[0]
@@ -85,5 +103,5 @@ def run_bench(selector: str, formats: list[str], workload: str | None = None,
     if unknown:
         raise specmod.SpecError("--formats", f"unknown format(s) {unknown}; "
                                 f"allowed: {', '.join(WORKLOADS[workload][1])}")
-    return [bench_format(lambda plan: TileRenderer(device, info, plan, config), fmt, workload)
-            for fmt in formats]
+    return [bench_format(lambda plan, ref: TileRenderer(device, info, plan, config, reference=ref),
+                         fmt, workload) for fmt in formats]
