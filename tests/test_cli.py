@@ -19,7 +19,7 @@ def test_validate_prints_the_plan(tmp_path, write_job):
     out = result.stdout
     assert "frames     30" in out and "64x48" in out
     assert "4 -> 1e-20" in out and "(auto)" in out
-    assert "f64 0-" in out and "fp128" in out
+    assert "f64 0-" in out and "perturb" in out
     assert "pixels     92.2 k in all" in out and "work       at most" in out
     assert not list(tmp_path.glob("*.h5"))  # validate writes nothing
 

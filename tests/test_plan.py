@@ -56,7 +56,7 @@ def test_auto_precision_follows_depth():
     plan = make_plan(make_spec(width=("4", "3e-24"), frames=50, size=(64, 48)))
     fmts = [f.precision for f in plan.frames]
     order = [f for k, f in enumerate(fmts) if k == 0 or fmts[k - 1] != f]
-    assert order == ["f64", "fp128", "quad-single"]  # each format once, cheapest first
+    assert order == ["f64", "perturb"]  # each format once, cheapest first
     for f in plan.frames:
         assert precision.resolves(f.precision, f.log10_spacing)
         cheaper = precision.COST_ORDER[: precision.COST_ORDER.index(f.precision)]
@@ -72,7 +72,15 @@ def test_explicit_precision_too_shallow_names_the_frame():
 
 def test_beyond_every_format():
     with pytest.raises(SpecError, match="beyond every format"):
-        make_plan(make_spec(width=("4", "1e-40"), frames=3))
+        make_plan(make_spec(width=("4", "1e-3100"), frames=3))
+
+
+def test_direct_formats_in_order_when_asked_for():
+    """Explicit fp128 or quad-single: each until its measured limit."""
+    plan = make_plan(make_spec(width=("1e-12", "1e-23"), frames=8, size=(24, 16), precision="fp128"))
+    assert {f.precision for f in plan.frames} == {"fp128"}
+    with pytest.raises(SpecError, match="fp128 cannot resolve frame"):
+        make_plan(make_spec(width=("1e-12", "1e-24"), frames=8, size=(64, 48), precision="fp128"))
 
 
 def test_plan_pickles_exactly():
