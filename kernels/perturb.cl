@@ -10,9 +10,16 @@
  * the pixel's own: the contract of mandel.cl (first n >= 1 with |z(n)|^2 > R^2).
  *
  * Number formats: Z in doubles (|Z| <= R). d and dc in doubles, or, built with
- * -DPERTURB_FX for pixel spacings below double's range (~1e-290), in "floatexp": a
+ * -DPERTURB_FX for pixel spacings below 1e-305 (where pixel offsets stop being normal
+ * doubles), in "floatexp": a
  * complex mantissa pair sharing one int exponent, value (m.x + i m.y) * 2^e, with
  * max(|m.x|, |m.y|) in [0.5, 1) (or m = 0), normalised after every step.
+ *
+ * Iteration skipping (double deltas): a bilinear-approximation table (built on the
+ * host per frame, farm/numerics/bla.py) maps d at step m to d at step m + 2^j as
+ * A d + B dc while |d| < R; the loop takes the longest such map that starts at m
+ * (m - 1 a multiple of 2^j) and is valid, checks escape where it lands, and otherwise
+ * takes one ordinary step. bla_levels = 0 turns skipping off.
  *
  * Extensions: cl_khr_fp64.
  *
@@ -23,12 +30,20 @@
  *                                  pixel (col, row) has dc = ((kx0 + 2 col) - i (ky0 + 2 row)) h
  *   h_m, h_e          double, int  half the pixel spacing, h = h_m * 2^h_e, h_m in [0.5, 1)
  *   r2                  double     escape radius squared
+ *   bla_ab    [N]       double4    (A.re, A.im, B.re, B.im) of each map
+ *   bla_r     [N]       double     its validity radius
+ *   bla_off   [levels+1] uint      level j's maps are bla_off[j] .. bla_off[j+1] - 1;
+ *                                  map k of level j starts at step 1 + k 2^j
+ *   bla_levels          uint       levels in the table (0: no skipping)
  */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 
 #define FORMAT_ARGS __global const double2 *orbit, const uint orbit_len, const int kx0, \
-                    const int ky0, const double h_m, const int h_e, const double r2
-#define FORMAT_ARG_NAMES orbit, orbit_len, kx0, ky0, h_m, h_e, r2
+                    const int ky0, const double h_m, const int h_e, const double r2,   \
+                    __global const double4 *bla_ab, __global const double *bla_r,      \
+                    __global const uint *bla_off, const uint bla_levels
+#define FORMAT_ARG_NAMES orbit, orbit_len, kx0, ky0, h_m, h_e, r2, bla_ab, bla_r, bla_off, \
+                         bla_levels
 
 #ifndef PERTURB_FX
 
@@ -40,6 +55,40 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
     double dr = 0.0, di = 0.0;
     uint m = 0;
     for (uint n = 1; n <= max_iter; ++n) {
+        if (m >= 1 && bla_levels) {
+            /* the longest valid map starting at step m: level j needs (m - 1) % 2^j == 0 */
+            const uint r = m - 1;
+            int j = min((int)popcount((r & (0u - r)) - 1u), (int)bla_levels - 1);
+            for (; j >= 0; --j) {
+                const uint idx = bla_off[j] + (r >> j), len = 1u << j;
+                if (idx < bla_off[j + 1] && n - 1 + len <= max_iter) {
+                    /* |d| <= sqrt(2) max(|dr|, |di|): no squares, which underflow below 1e-154 */
+                    if (fmax(fabs(dr), fabs(di)) < bla_r[idx] * 0.70710678118654752) {
+                        const double4 ab = bla_ab[idx];
+                        const double nr = ab.x * dr - ab.y * di + ab.z * dcr - ab.w * dci;
+                        di = ab.x * di + ab.y * dr + ab.z * dci + ab.w * dcr;
+                        dr = nr;
+                        m += len;
+                        n += len - 1; /* iterations n .. n + len - 1 are done */
+                        break;
+                    }
+                }
+            }
+            if (j >= 0) {
+                const double2 Zm = orbit[m];
+                const double zr = Zm.x + dr, zi = Zm.y + di;
+                if (zr * zr + zi * zi > r2) {
+                    *z = (double2)(zr, zi);
+                    return n;
+                }
+                if (m == orbit_len - 1) { /* landed on the reference's end: rebase */
+                    dr = zr;
+                    di = zi;
+                    m = 0;
+                }
+                continue;
+            }
+        }
         const double2 Z = orbit[m];
         const double ar = 2.0 * Z.x + dr, ai = 2.0 * Z.y + di;
         const double nr = ar * dr - ai * di + dcr;

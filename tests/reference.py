@@ -39,8 +39,8 @@ def escape_count(re: Fraction, im: Fraction, max_iter: int, radius: float = 2.0,
 
 def digits_for(width: str, size: tuple[int, int]) -> int:
     """200 digits, or more for views whose pixels are finer than 1e-140."""
-    spacing = Fraction(width) / size[0]
-    return max(DIGITS, int(-math.log10(spacing)) + 60)
+    spacing = Fraction(width) / size[0]  # its float would be 0 below 1e-308: log the ints
+    return max(DIGITS, int(math.log10(spacing.denominator) - math.log10(spacing.numerator)) + 60)
 
 
 def _row(args):

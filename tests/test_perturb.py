@@ -1,11 +1,11 @@
 """Perturbation against an arbitrary-precision reference orbit, at any depth.
 
 Counts must match the mpmath reference (200 digits, more below 1e-140) on at least
-99% of pixels at widths 1e-30, 1e-60, 1e-120 and 1e-300 at two locations with
-structure at every depth: a Seahorse Valley Misiurewicz point (refined to 450 digits,
-so the view is centred on the point itself at 1e-300) and c = i (exactly
-preperiodic: i -> -1+i -> -i -> -1+i ...). Below a pixel spacing of 1e-290 the kernel
-runs floatexp deltas; both variants are checked against each other where both work.
+99% of pixels at widths 1e-30, 1e-60, 1e-120, 1e-300 and 1e-400 at two locations
+with structure at every depth: a Seahorse Valley Misiurewicz point (refined to 450
+digits, so the view is centred on the point itself) and c = i (exactly preperiodic:
+i -> -1+i -> -i -> -1+i ...). Below a pixel spacing of 1e-305 the kernel runs floatexp
+deltas (1e-400 here); both variants are checked against each other where both work.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from farm.plan import make_plan, precision
 
 SIZE = (24, 16)
 MAX_ITER = 5000
-WIDTHS = ["1e-30", "1e-60", "1e-120", "1e-300"]
+WIDTHS = ["1e-30", "1e-60", "1e-120", "1e-300", "1e-400"]
 
 
 @functools.cache

@@ -14,8 +14,10 @@ idle a third of the time (BENCHMARKS.md).
 Coordinates: per frame, the real part of every pixel column and the imaginary part
 of every row are computed once in mpmath and rounded once into the frame's format
 (:mod:`farm.numerics.encode`); a tile takes its slice of those axes. Perturbed frames
-instead get the reference orbit (uploaded once per renderer) and the half pixel
-spacing as mantissa and exponent; the kernel forms each pixel's offset itself.
+instead get the reference orbit (uploaded once per renderer), the half pixel
+spacing as mantissa and exponent (the kernel forms each pixel's offset itself), and
+the frame's table for skipping iterations (farm/numerics/bla.py; built once per
+frame, kept for the last few).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import pyopencl.cltypes as clt
 import farm.numerics as num
 from farm.compute import programs
 from farm.compute.device import DeviceInfo
+from farm.numerics.bla import bla_table
 from farm.numerics.encode import ENCODERS
 from farm.plan import FramePlan, Plan, Tile, precision
 
@@ -109,7 +112,7 @@ class TileRenderer:
 
     def __init__(self, device: cl.Device, info: DeviceInfo, plan: Plan,
                  config: LaunchConfig | None = None, slots: int = 4,
-                 reference: np.ndarray | None = None):
+                 reference: np.ndarray | None = None, skipping: bool = True):
         self.info = info
         self.plan = plan
         self.config = config or LaunchConfig.for_device(info)
@@ -121,6 +124,9 @@ class TileRenderer:
         self._slots = [self._new_slot() for _ in range(slots)]
         self.orbit: cl.Buffer | None = None
         self.orbit_len = 0
+        self.skipping = skipping
+        self._reference = reference
+        self._bla: collections.OrderedDict[int, tuple] = collections.OrderedDict()
         if reference is not None:  # (L, 2) float64: Z(0) .. Z(L-1)
             orbit = np.ascontiguousarray(reference, dtype=np.float64)
             self.orbit = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
@@ -165,6 +171,32 @@ class TileRenderer:
             self._axes.popitem(last=False)
         return xs, ys
 
+    def _skip_table(self, frame: FramePlan) -> tuple:
+        """(ab, r, offsets buffers, levels) of the frame's BLA table; levels 0 (no
+        skipping) below double's range, or when skipping is off."""
+        if frame.index in self._bla:
+            self._bla.move_to_end(frame.index)
+            return self._bla[frame.index]
+        levels = 0
+        ab, r, off = np.zeros((1, 4)), np.zeros(1), np.zeros(2, dtype=np.uint32)
+        if (self.skipping and self._reference is not None
+                and frame.log10_spacing >= precision.PERTURB_FX_BELOW_LOG10):
+            w, h = self.plan.spec.size
+            dc_max = float(frame.spacing) / 2 * float(np.hypot(w, h))
+            ab, r, off = bla_table(self._reference, dc_max)
+            levels = len(off) - 1
+            if levels == 0:
+                ab, r, off = np.zeros((1, 4)), np.zeros(1), np.zeros(2, dtype=np.uint32)
+        mf = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+        entry = (cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(ab, dtype=np.float64)),
+                 cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(r, dtype=np.float64)),
+                 cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(off, dtype=np.uint32)),
+                 np.uint32(levels))
+        self._bla[frame.index] = entry
+        while len(self._bla) > 4:
+            self._bla.popitem(last=False)
+        return entry
+
     # ----------------------------------------------------------------- launches
     def _kernel(self, frame: FramePlan) -> cl.Kernel:
         fmt = frame.precision
@@ -188,7 +220,8 @@ class TileRenderer:
             with num.workprec(frame.bits):
                 h_m, h_e = num.frexp(frame.spacing / 2)
             args = [self.orbit, np.uint32(self.orbit_len), np.int32(2 * tile.x0 + 1 - w),
-                    np.int32(2 * tile.y0 + 1 - h), np.float64(h_m), np.int32(h_e), np.float64(r2)]
+                    np.int32(2 * tile.y0 + 1 - h), np.float64(h_m), np.int32(h_e), np.float64(r2),
+                    *self._skip_table(frame)]
             return args, [], ()
         xs, ys = self.axes(frame)
         xs_t = np.ascontiguousarray(xs[tile.x0:tile.x0 + tile.width])

@@ -27,8 +27,9 @@ MIN_SPACING = {
 # double's range the kernel switches to floatexp deltas); what limits depth is the
 # reference orbit's cost, and this bound keeps it sane.
 PERTURB_MIN_LOG10_SPACING = -3000.0
-# Below this pixel spacing, perturbation deltas leave double's range (floatexp kernel).
-PERTURB_FX_BELOW_LOG10 = -290.0
+# Below this pixel spacing, pixel offsets stop being normal doubles: perturbation runs
+# floatexp deltas (kernels/perturb.cl) and does not skip iterations.
+PERTURB_FX_BELOW_LOG10 = -305.0
 # Cheapest first, by the kernel rates on GPUs (BENCHMARKS.md).
 COST_ORDER = ("f64", "perturb", "fp128", "quad-single")
 

@@ -1,0 +1,72 @@
+"""Iteration skipping: the bilinear-approximation table, and images with and without it."""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import pytest
+from conftest import make_spec
+from test_perturb import render_perturbed, seahorse_point
+
+import farm.numerics as num
+from farm.compute.render import TileRenderer
+from farm.numerics.bla import EPS, bla_table
+from farm.plan import make_plan
+
+
+def _orbit(center=("0", "1"), n=300):
+    return num.reference_orbit(center, 400, n, 4.0)
+
+
+def test_maps_are_compositions_of_single_steps():
+    orbit = _orbit(seahorse_point(), 200)
+    z = orbit[:, 0] + 1j * orbit[:, 1]
+    ab, _, off = bla_table(orbit, 1e-30)
+    for j in range(len(off) - 1):
+        for k in range(off[j + 1] - off[j]):
+            start, a, b = 1 + k * 2**j, 1.0 + 0j, 0j
+            for m in range(start, start + 2**j):  # d <- 2 Z(m) d + dc, composed
+                a, b = 2 * z[m] * a, 2 * z[m] * b + 1
+            got = ab[off[j] + k]
+            assert np.allclose([got[0] + 1j * got[1], got[2] + 1j * got[3]], [a, b], rtol=1e-12, atol=0)
+
+
+def test_a_map_inside_its_radius_matches_the_steps_it_skips():
+    """Exact perturbation steps (mpmath, 60 digits) from |d| = R / 2 land where the map
+    says, to well within double rounding of the result."""
+    orbit = _orbit(("0", "1"), 4000)
+    dc = 1e-200 * (0.6 - 0.8j)
+    ab, r, off = bla_table(orbit, abs(dc))
+    z = orbit[:, 0] + 1j * orbit[:, 1]
+    checked = 0
+    for j in range(1, len(off) - 1, 3):
+        idx = off[j] + 1  # map k = 1 of level j
+        if r[idx] == 0:
+            continue
+        d0 = 0.5 * r[idx] * (0.28 + 0.96j)
+        a, b = ab[idx][0] + 1j * ab[idx][1], ab[idx][2] + 1j * ab[idx][3]
+        with mpmath.workdps(60):
+            d, c = mpmath.mpc(d0), mpmath.mpc(dc)
+            for m in range(1 + 2**j, 1 + 2 * 2**j):
+                d = 2 * mpmath.mpc(z[m]) * d + d * d + c
+            exact = complex(d)
+        assert abs(a * d0 + b * dc - exact) <= 1e-13 * abs(exact)
+        checked += 1
+    assert checked >= 2
+    assert EPS == 2.0**-53
+
+
+@pytest.mark.parametrize("center", [("0", "1"), "misiurewicz"], ids=["c=i", "seahorse-misiurewicz"])
+def test_images_with_and_without_skipping_agree(cl_device, center):
+    center = seahorse_point() if center == "misiurewicz" else center
+    plan = make_plan(make_spec(size=(48, 32), center=center, width=("1e-250", "1e-250"),
+                               max_iter="auto", tile=(48, 32), precision="perturb"))
+    skipped, _ = render_perturbed(cl_device, plan)
+    bits, iters = plan.reference_needs()
+    orbit = num.reference_orbit(center, bits, iters, 4.0)
+    info, dev = cl_device
+    plain = TileRenderer(dev, info, plan, reference=orbit, skipping=False)
+    res = plain.render(plan.frames[0], plan.grid.tile(0))
+    assert (skipped == res.iterations).mean() >= 0.99
+    _, _, off = bla_table(orbit, float(plan.frames[0].spacing) * 30)
+    assert len(off) - 1 >= 8  # the table offers long skips at this depth
