@@ -2,7 +2,8 @@
 # One GPU session (benchmarks on the lent machine): checks, then kernel and farm timings.
 # Run from the repository root with pyopencl importable; logs and tables go to $OUT.
 # Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [steps]   steps: any of
-#   devices tests kernels quick ptx farm scaling   (default: devices tests kernels farm)
+#   devices tests kernels quick ptx bench perturb farm scaling
+#   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
 mkdir -p "$OUT"
@@ -19,7 +20,8 @@ for step in $steps; do
     tests)
       log "tests on the GPU"
       FARM_TEST_DEVICES=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fp128.py tests/test_qs.py \
-        tests/test_kernel_f64.py tests/test_histogram.py tests/test_deep.py > "$OUT/tests.txt" 2>&1
+        tests/test_kernel_f64.py tests/test_histogram.py tests/test_deep.py tests/test_perturb.py \
+        tests/test_bla.py > "$OUT/tests.txt" 2>&1
       tail -4 "$OUT/tests.txt"
       log "fp128 tests without PTX"
       FARM_NO_PTX=1 FARM_TEST_DEVICES=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fp128.py \
@@ -28,6 +30,12 @@ for step in $steps; do
       log "kernels, default launch configuration"
       python3 benchmarks/kernels.py --quick --ptx "$OUT/bin" 2>&1 | tee "$OUT/quick.txt"
       tar -C "$OUT" -czf "$OUT/binaries.tgz" bin && rm -rf "$OUT/bin" ;;
+    bench)
+      log "farm bench"
+      python3 -m farm bench 2>&1 | tee "$OUT/bench.txt" ;;
+    perturb)
+      log "perturbation: crossover and skipping"
+      python3 benchmarks/perturb.py 2>&1 | tee "$OUT/perturb.txt" ;;
     ptx)
       log "fp128 without PTX"
       FARM_NO_PTX=1 python3 benchmarks/kernels.py --quick --formats fp128 2>&1 | tee "$OUT/noptx.txt" ;;
@@ -36,8 +44,8 @@ for step in $steps; do
       python3 benchmarks/kernels.py --ptx "$OUT/ptx" --json "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.txt" ;;
     farm)
       log "farm: one GPU, full render vs kernel alone"
-      python3 benchmarks/farm_scaling.py benchmarks/jobs/scaling.toml --workers 1 --out /tmp/scal \
-        2>&1 | tee "$OUT/farm1.txt" ;;
+      python3 benchmarks/farm_scaling.py "${FARM_JOB:-benchmarks/jobs/scaling_deep_1024.toml}" \
+        --workers 1 --kernel-every 8 --out /tmp/scal 2>&1 | tee "$OUT/farm1.txt" ;;
     scaling)
       n=$(nvidia-smi -L | wc -l)
       ws=1; [ "$n" -ge 2 ] && ws=1,2; [ "$n" -ge 4 ] && ws=1,2,4
