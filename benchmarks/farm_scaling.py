@@ -44,9 +44,11 @@ def job_iterations(store: Path, frames: range | None = None) -> int:
 
 def kernel_alone(job: Path, frames: range) -> float:
     """Seconds of kernel device time for every tile of ``frames`` on the first device."""
+    from farm.run import compute_reference
+
     plan = make_plan(specmod.load(job))
     info, device = candidates("auto")[0]
-    renderer = TileRenderer(device, info, plan)
+    renderer = TileRenderer(device, info, plan, reference=compute_reference(plan, progress=False))
     renderer.render(plan.frames[0], plan.grid.tile(0))  # warm-up: build the programs
     seconds = 0.0
     for frame in (plan.frames[k] for k in frames):

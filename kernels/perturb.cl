@@ -47,6 +47,43 @@
 
 #ifndef PERTURB_FX
 
+/* The longest valid skip at step m (>= 1) for a pixel with delta (*dr, *di): applies
+ * it and returns its length, or returns 0. Validity is monotone in the level (a map's
+ * radius never grows with its level, R = min(R1, ...), and a map that exists or fits
+ * the remaining iterations implies its halves do): level 0 first, so a pixel that
+ * cannot skip pays one load, then a binary search for the highest valid level. */
+inline int bla_valid(__global const double *bla_r, __global const uint *bla_off, uint r, uint j,
+                     uint room, double dmax)
+{
+    const uint idx = bla_off[j] + (r >> j);
+    return idx < bla_off[j + 1] && (1u << j) <= room && dmax < bla_r[idx];
+}
+
+inline uint bla_take(__global const double4 *bla_ab, __global const double *bla_r,
+                     __global const uint *bla_off, uint bla_levels, uint m, uint room,
+                     double *dr, double *di, double dcr, double dci)
+{
+    const uint r = m - 1;
+    /* |d| <= sqrt(2) max(|dr|, |di|): no squares, which underflow below 1e-154 */
+    const double dmax = fmax(fabs(*dr), fabs(*di)) * 1.4142135623730951;
+    if (!bla_valid(bla_r, bla_off, r, 0, room, dmax))
+        return 0;
+    /* level j starts maps at steps with (m - 1) % 2^j == 0 */
+    uint lo = 0, hi = min(popcount((r & (0u - r)) - 1u), bla_levels - 1);
+    while (lo < hi) {
+        const uint mid = (lo + hi + 1) / 2;
+        if (bla_valid(bla_r, bla_off, r, mid, room, dmax))
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const double4 ab = bla_ab[bla_off[lo] + (r >> lo)];
+    const double nr = ab.x * *dr - ab.y * *di + ab.z * dcr - ab.w * dci;
+    *di = ab.x * *di + ab.y * *dr + ab.z * dci + ab.w * dcr;
+    *dr = nr;
+    return 1u << lo;
+}
+
 inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2 *z, double2 *c)
 {
     const double dcr = ldexp((double)(kx0 + 2 * (int)col) * h_m, h_e);
@@ -54,58 +91,36 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
     *c = orbit[1] + (double2)(dcr, dci);
     double dr = 0.0, di = 0.0;
     uint m = 0;
+    double2 Z = (double2)(0.0, 0.0); /* Z(m), kept in registers: one orbit load a step */
     for (uint n = 1; n <= max_iter; ++n) {
+        uint len = 0;
         if (m >= 1 && bla_levels) {
-            /* the longest valid map starting at step m: level j needs (m - 1) % 2^j == 0 */
-            const uint r = m - 1;
-            int j = min((int)popcount((r & (0u - r)) - 1u), (int)bla_levels - 1);
-            for (; j >= 0; --j) {
-                const uint idx = bla_off[j] + (r >> j), len = 1u << j;
-                if (idx < bla_off[j + 1] && n - 1 + len <= max_iter) {
-                    /* |d| <= sqrt(2) max(|dr|, |di|): no squares, which underflow below 1e-154 */
-                    if (fmax(fabs(dr), fabs(di)) < bla_r[idx] * 0.70710678118654752) {
-                        const double4 ab = bla_ab[idx];
-                        const double nr = ab.x * dr - ab.y * di + ab.z * dcr - ab.w * dci;
-                        di = ab.x * di + ab.y * dr + ab.z * dci + ab.w * dcr;
-                        dr = nr;
-                        m += len;
-                        n += len - 1; /* iterations n .. n + len - 1 are done */
-                        break;
-                    }
-                }
-            }
-            if (j >= 0) {
-                const double2 Zm = orbit[m];
-                const double zr = Zm.x + dr, zi = Zm.y + di;
-                if (zr * zr + zi * zi > r2) {
-                    *z = (double2)(zr, zi);
-                    return n;
-                }
-                if (m == orbit_len - 1) { /* landed on the reference's end: rebase */
-                    dr = zr;
-                    di = zi;
-                    m = 0;
-                }
-                continue;
-            }
+            len = bla_take(bla_ab, bla_r, bla_off, bla_levels, m, max_iter - n + 1, &dr, &di,
+                           dcr, dci);
+            n += len ? len - 1 : 0; /* iterations n .. n + len - 1 are done */
         }
-        const double2 Z = orbit[m];
-        const double ar = 2.0 * Z.x + dr, ai = 2.0 * Z.y + di;
-        const double nr = ar * dr - ai * di + dcr;
-        di = ar * di + ai * dr + dci;
-        dr = nr;
-        ++m;
-        const double2 Zm = orbit[m];
-        const double zr = Zm.x + dr, zi = Zm.y + di;
+        if (!len) {
+            const double ar = 2.0 * Z.x + dr, ai = 2.0 * Z.y + di;
+            const double nr = ar * dr - ai * di + dcr;
+            di = ar * di + ai * dr + dci;
+            dr = nr;
+            len = 1;
+        }
+        m += len;
+        Z = orbit[m];
+        const double zr = Z.x + dr, zi = Z.y + di;
         const double mag = zr * zr + zi * zi;
         if (mag > r2) {
             *z = (double2)(zr, zi);
             return n;
         }
+        /* rebase: the pixel is nearer 0 than its delta, or the reference ends (after a
+         * skip |d| is far below |Z|, so only the end can apply) */
         if (mag < dr * dr + di * di || m == orbit_len - 1) {
             dr = zr;
             di = zi;
             m = 0;
+            Z = (double2)(0.0, 0.0);
         }
     }
     return 0;

@@ -352,6 +352,102 @@ inline float4 qs_sqr(float4 a)
     return renorm5(p00, p01, c2, c3, c4);
 }
 
+/* ------------------------------------------------------------------ fused loop steps */
+
+/* The escape loop's two results, each summed from its partial products and the
+ * addend by orders and renormalised once (qs_renorm_fast), instead of a product, an
+ * addition and up to three renormalisations each:
+ *     qs_mul2_add(a, b, c)       2ab + c
+ *     qs_sqr_sub_add(a, b, c)    a^2 - b^2 + c
+ * Orders as in qs_mul: term t of order k (of size about 2^-24k of the scale M below)
+ * goes into the order's running sum s(k) by an exact two_sum, whose error is a term of
+ * order k + 1, down to order 3, whose errors go into s4, summed plainly with the
+ * order-4 products; orders 5 and below are dropped. Then s0 .. s4 are renormalised
+ * once. The first term of each order starts its sum (no two_sum). */
+
+/* Four limbs for s0 + s1 + s2 + s3 + s4, s(k) the order sums of a fused operation
+ * (|s(k)| of order 2^-24k of its scale, in any relation to each other): one top-down
+ * pass of exact two_sums, the last limb rounded. Branch-free, no zero-squeezing, no
+ * bottom-up pass: the result r is only weakly normalised (|r1| <= ulp(r0)/2 + |s2|,
+ * |r2| <= ulp(r1)/2 + |s3|, |r3| <= ulp(r2)/2 + |s4|), which the fused operations take
+ * as input; its error, ulp(r3)/2, is <= 2^-96 |r0| + 2^-72 |s2| + 2^-48 |s3| + 2^-24
+ * |s4| (first order), so about u |r| + 2^-110 M. */
+inline float4 qs_renorm_fast(float s0, float s1, float s2, float s3, float s4)
+{
+    float e;
+    const float r0 = two_sum(s0, s1, &e);
+    const float r1 = two_sum(e, s2, &e);
+    const float r2 = two_sum(e, s3, &e);
+    return (float4)(r0, r1, r2, e + s4);
+}
+
+/* Add term t of order k to the order sums (exact down to order 3; see above). */
+#define QS_ADD3(t) add_carry(&s3, &s4, (t))
+#define QS_ADD2(t) do { float e2_; s2 = two_sum(s2, (t), &e2_); QS_ADD3(e2_); } while (0)
+#define QS_ADD1(t) do { float e1_; s1 = two_sum(s1, (t), &e1_); QS_ADD2(e1_); } while (0)
+#define QS_ADD0(t) do { float e0_; s0 = two_sum(s0, (t), &e0_); QS_ADD1(e0_); } while (0)
+
+/* 2ab + c: the partial products of (2a) b (doubling is exact) by orders, c's limbs
+ * added to orders 0 .. 3. */
+inline float4 qs_mul2_add(float4 a, float4 b, float4 c)
+{
+    const float4 A = a + a;
+    float e00, e01, e10, e02, e11, e20, f03, f12, f21, f30;
+    float s0 = two_prod(A.s0, b.s0, &e00);
+    float s1 = two_prod(A.s0, b.s1, &e01);
+    const float p10 = two_prod(A.s1, b.s0, &e10);
+    float s2 = two_prod(A.s0, b.s2, &e02);
+    const float p11 = two_prod(A.s1, b.s1, &e11);
+    const float p20 = two_prod(A.s2, b.s0, &e20);
+    float s3 = two_prod(A.s0, b.s3, &f03);
+    const float p12 = two_prod(A.s1, b.s2, &f12);
+    const float p21 = two_prod(A.s2, b.s1, &f21);
+    const float p30 = two_prod(A.s3, b.s0, &f30);
+    float s4 = fma(A.s1, b.s3, fma(A.s2, b.s2, fma(A.s3, b.s1, (f03 + f12) + (f21 + f30))));
+    QS_ADD3(p12); QS_ADD3(p21); QS_ADD3(p30);
+    QS_ADD3(e02); QS_ADD3(e11); QS_ADD3(e20); QS_ADD3(c.s3);
+    QS_ADD2(p11); QS_ADD2(p20); QS_ADD2(e01); QS_ADD2(e10); QS_ADD2(c.s2);
+    QS_ADD1(p10); QS_ADD1(e00); QS_ADD1(c.s1);
+    QS_ADD0(c.s0);
+    return qs_renorm_fast(s0, s1, s2, s3, s4);
+}
+
+/* a^2 - b^2 + c: both squares' partial products (symmetric ones taken once and
+ * doubled, as in qs_sqr) by orders, those of b^2 negated, c's limbs added to orders
+ * 0 .. 3. */
+inline float4 qs_sqr_sub_add(float4 a, float4 b, float4 c)
+{
+    const float a0x2 = a.s0 + a.s0, a1x2 = a.s1 + a.s1;
+    const float b0x2 = b.s0 + b.s0, b1x2 = b.s1 + b.s1;
+    float ea00, ea01, ea02, ea11, fa03, fa12, eb00, eb01, eb02, eb11, fb03, fb12;
+    float s0 = two_prod(a.s0, a.s0, &ea00);
+    const float pb00 = two_prod(b.s0, b.s0, &eb00);
+    float s1 = two_prod(a0x2, a.s1, &ea01);
+    const float pb01 = two_prod(b0x2, b.s1, &eb01);
+    float s2 = two_prod(a0x2, a.s2, &ea02);
+    const float pa11 = two_prod(a.s1, a.s1, &ea11);
+    const float pb02 = two_prod(b0x2, b.s2, &eb02);
+    const float pb11 = two_prod(b.s1, b.s1, &eb11);
+    float s3 = two_prod(a0x2, a.s3, &fa03);
+    const float pa12 = two_prod(a1x2, a.s2, &fa12);
+    const float pb03 = two_prod(b0x2, b.s3, &fb03);
+    const float pb12 = two_prod(b1x2, b.s2, &fb12);
+    float s4 = fma(a1x2, a.s3, fma(a.s2, a.s2, fma(-b1x2, b.s3, fma(-b.s2, b.s2,
+                   (fa03 + fa12) - (fb03 + fb12)))));
+    QS_ADD3(pa12); QS_ADD3(-pb03); QS_ADD3(-pb12);
+    QS_ADD3(ea02); QS_ADD3(ea11); QS_ADD3(-eb02); QS_ADD3(-eb11); QS_ADD3(c.s3);
+    QS_ADD2(pa11); QS_ADD2(-pb02); QS_ADD2(-pb11); QS_ADD2(ea01); QS_ADD2(-eb01);
+    QS_ADD2(c.s2);
+    QS_ADD1(-pb01); QS_ADD1(ea00); QS_ADD1(-eb00); QS_ADD1(c.s1);
+    QS_ADD0(-pb00); QS_ADD0(c.s0);
+    return qs_renorm_fast(s0, s1, s2, s3, s4);
+}
+
+#undef QS_ADD0
+#undef QS_ADD1
+#undef QS_ADD2
+#undef QS_ADD3
+
 /* ------------------------------------------------------------------ for mandel.cl */
 
 /* The value rounded to double: the limbs summed smallest first. */
@@ -363,11 +459,19 @@ inline double to_double(float4 x)
 /* z(0) = 0, z(k+1) = z(k)^2 + c: the first k >= 1 with |z(k)|^2 > r2, or 0 after
  * max_iter steps; on escape *z = z(k) in doubles. r2 > 0.
  *
- * Per step: x^2, y^2 and x y once each; x' = x^2 - y^2 + cr, y' = 2 x y + ci.
- * The escape test reads the leading limbs first: with m = fl(xx.s0 + yy.s0) (no
- * cancellation: both are >= 0), the full |z|^2 = xx + yy lies within m (1 +- 2^-22),
- * and r2 within r2.s0 (1 +- 2^-23), so outside r2.s0 (1 +- 2^-20) the leading limbs
- * decide; inside, the full sum is compared exactly. */
+ * Per step (default): y' = qs_mul2_add(x, y, ci), x' = qs_sqr_sub_add(x, y, cr), two
+ * renormalisations in all; x, y are only weakly normalised (qs_renorm_fast). The
+ * escape test reads the leading limbs: m = fl(x.s0^2 + y.s0^2) (one fma) lies within
+ * (1 +- 2^-21.9) of |z|^2 (each leading limb within 2^-24 of its value plus 2^-40 M
+ * absolute, M the previous step's scale), and r2 within r2.s0 (1 +- 2^-24), so outside
+ * r2.s0 (1 +- 2^-20) the leading limbs decide; inside, x^2 + y^2 is formed in full
+ * (qs_sqr, qs_add) and compared exactly (qs_gt), as in the reference loop.
+ *
+ * -DQS_REFERENCE_LOOP: the previous loop, x^2, y^2 and x y once each by qs_sqr and
+ * qs_mul, x' = x^2 - y^2 + cr and y' = 2 x y + ci by two qs_adds each, six
+ * renormalisations (renorm5); the test reads m = fl(xx.s0 + yy.s0), within
+ * m (1 +- 2^-22) of |z|^2. */
+#ifdef QS_REFERENCE_LOOP
 inline uint escape_time(float4 cr, float4 ci, uint max_iter, float4 r2, double2 *z)
 {
     const float hi = r2.s0 * (1.0f + 0x1p-20f), lo = r2.s0 * (1.0f - 0x1p-20f);
@@ -385,5 +489,23 @@ inline uint escape_time(float4 cr, float4 ci, uint max_iter, float4 r2, double2 
     }
     return 0;
 }
+#else
+inline uint escape_time(float4 cr, float4 ci, uint max_iter, float4 r2, double2 *z)
+{
+    const float hi = r2.s0 * (1.0f + 0x1p-20f), lo = r2.s0 * (1.0f - 0x1p-20f);
+    float4 x = (float4)(0.0f), y = (float4)(0.0f);
+    for (uint k = 1; k <= max_iter; ++k) {
+        const float4 yn = qs_mul2_add(x, y, ci);
+        x = qs_sqr_sub_add(x, y, cr);
+        y = yn;
+        const float m = fma(x.s0, x.s0, y.s0 * y.s0);
+        if (m > lo && (m > hi || qs_gt(qs_add(qs_sqr(x), qs_sqr(y)), r2))) {
+            *z = (double2)(to_double(x), to_double(y));
+            return k;
+        }
+    }
+    return 0;
+}
+#endif
 
 #pragma OPENCL FP_CONTRACT ON

@@ -15,6 +15,13 @@
  *   cmp  [n * 2]      int     out: cmp[2i] = qs_gt(a, b), cmp[2i + 1] = qs_gt(b, a)
  *   dbl  [n]          double  out: to_double(a)
  *
+ * Entry point: qs_fused, one work-item per operand triple i (global size n)
+ *   a, b, c [n]       float4  operands
+ *   out  [n * 2]      float4  out: out[2i] = qs_mul2_add(a, b, c) (2ab + c),
+ *                             out[2i + 1] = qs_sqr_sub_add(a, b, c) (a^2 - b^2 + c)
+ *                             (one step of the escape loop with z = a + bi when c's
+ *                             real and imaginary parts are equal)
+ *
  * Entry point: qs_escape, one work-item per point i (global size n)
  *   cr, ci [n]        float4  c
  *   max_iter          uint
@@ -43,6 +50,15 @@ __kernel void qs_ops(__global const float4 *a, __global const float4 *b,
     cmp[2 * i] = qs_gt(x, y);
     cmp[2 * i + 1] = qs_gt(y, x);
     dbl[i] = to_double(x);
+}
+
+__kernel void qs_fused(__global const float4 *a, __global const float4 *b,
+                       __global const float4 *c, __global float4 *out)
+{
+    const size_t i = get_global_id(0);
+    const float4 x = a[i], y = b[i], z = c[i];
+    out[2 * i] = qs_mul2_add(x, y, z);
+    out[2 * i + 1] = qs_sqr_sub_add(x, y, z);
 }
 
 __kernel void qs_escape(__global const float4 *cr, __global const float4 *ci,
