@@ -53,8 +53,10 @@ def build(ctx: cl.Context, names: tuple[str, ...], options: tuple[str, ...] = ()
 
 def device_options(device: cl.Device, local_bins: int) -> tuple[str, ...]:
     """Build options on ``device``: -DHIST64 when 64-bit atomics exist, -DFP128_PTX on
-    NVIDIA's platform (inline PTX carry chains; FARM_NO_PTX=1 turns them off), and the
-    local sub-histogram size (at most a quarter of the device's local memory)."""
+    NVIDIA's platform (inline PTX carry chains; FARM_NO_PTX=1 turns them off), the
+    local sub-histogram size (at most a quarter of the device's local memory), and any
+    options in FARM_CL_OPTIONS (for benchmarking kernel variants, e.g.
+    FARM_CL_OPTIONS=-DQS_REFERENCE_LOOP)."""
     opts = []
     if "cl_khr_int64_base_atomics" in device.extensions.split():
         opts.append("-DHIST64")
@@ -62,4 +64,5 @@ def device_options(device: cl.Device, local_bins: int) -> tuple[str, ...]:
         opts.append("-DFP128_PTX")
     fits = device.local_mem_size // 16
     opts.append(f"-DLOCAL_BINS={max(16, min(local_bins, fits))}")
+    opts.extend(os.environ.get("FARM_CL_OPTIONS", "").split())
     return tuple(opts)
