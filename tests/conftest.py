@@ -83,14 +83,15 @@ def run_farm(*args: str, cwd: Path | None = None, env: dict | None = None,
                           capture_output=True, text=True, timeout=timeout)
 
 
-def render_frame(cl_device, plan, frame: int = 0, config=None):
-    """(iterations, fraction) of a whole frame, rendered tile by tile on ``cl_device``."""
+def render_frame(cl_device, plan, frame: int = 0, config=None, reference=None, skipping=True):
+    """(iterations, fraction) of a whole frame, rendered tile by tile on ``cl_device``;
+    ``reference`` is the orbit of perturbed frames."""
     import numpy as np
 
     from farm.compute.render import TileRenderer
 
     info, dev = cl_device
-    renderer = TileRenderer(dev, info, plan, config)
+    renderer = TileRenderer(dev, info, plan, config, reference=reference, skipping=skipping)
     w, h = plan.spec.size
     it = np.zeros((h, w), np.uint32)
     fr = np.zeros((h, w), np.float32)
@@ -130,3 +131,26 @@ def reference():
         return cache[key]
 
     return get
+
+
+def tiles_done(store: Path) -> int:
+    """Tiles marked done in a store (readable while a render writes it)."""
+    import h5py
+
+    if not store.exists():
+        return 0
+    with h5py.File(store, "r", locking=False) as f:
+        return int(f["done"][...].sum())
+
+
+def wait_for_tiles(proc: subprocess.Popen, store: Path, at_least: int, timeout: float = 120) -> int:
+    """Wait until the render ``proc`` has stored ``at_least`` tiles; fail if it ends first."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        done = tiles_done(store)
+        if done >= at_least:
+            return done
+        time.sleep(0.02)
+    raise AssertionError(f"render ended or stalled before {at_least} tiles: {proc.poll()}")

@@ -20,7 +20,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from conftest import run_farm
+from conftest import run_farm, tiles_done, wait_for_tiles
 
 from farm.errors import EXIT_INTERRUPTED
 
@@ -49,26 +49,10 @@ def assert_same(store: Path, ref: Path) -> None:
             assert np.array_equal(a[name][...], b[name][...]), name
 
 
-def tiles_done(store: Path) -> int:
-    with h5py.File(store, "r", locking=False) as f:
-        return int(f["done"][...].sum())
-
-
 def start(job: Path, store: Path, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "farm", "render", str(job), "--store", str(store),
                              "--no-video", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, **(env or {})})
-
-
-def wait_for_tiles(proc: subprocess.Popen, store: Path, at_least: int, timeout: float = 120) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        if store.exists():
-            done = tiles_done(store)
-            if done >= at_least:
-                return done
-        time.sleep(0.02)
-    raise AssertionError(f"render ended or stalled before {at_least} tiles: {proc.poll()}")
 
 
 @pytest.mark.parametrize("point,count", [("between-datasets", 40), ("before-flags", 20),

@@ -11,13 +11,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
-from conftest import run_farm
+from conftest import run_farm, wait_for_tiles
 
 MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
 pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
@@ -118,12 +117,8 @@ def test_worker_killed_mid_render_loses_nothing(tmp_path, write_job):
                              "--store", str(store), "--no-video", "--quiet", "--share-devices"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        total, done, deadline = 16 * 24, 0, time.monotonic() + 120
-        while done < total // 4 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-            if store.exists():
-                with h5py.File(store, "r", locking=False) as f:
-                    done = int(f["done"][...].sum())
+        total = 16 * 24
+        done = wait_for_tiles(proc, store, total // 4)
         pid = _rank_pid(2, str(store))
         assert pid is not None and proc.poll() is None, "the render ended before the kill"
         os.kill(pid, signal.SIGKILL)
@@ -150,13 +145,7 @@ def test_sigusr1_to_mpiexec_interrupts_and_resumes(tmp_path, write_job):
     proc = subprocess.Popen([MPIEXEC, "-n", "3", sys.executable, "-m", "farm", "render", str(job),
                              "--store", str(store), "--no-video", "--quiet", "--share-devices"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if store.exists():
-            with h5py.File(store, "r", locking=False) as f:
-                if f["done"][...].sum() >= 10:
-                    break
-        time.sleep(0.02)
+    wait_for_tiles(proc, store, 10)
     assert proc.poll() is None, "the render ended before the signal"
     proc.send_signal(signal.SIGUSR1)
     _, err = proc.communicate(timeout=60)

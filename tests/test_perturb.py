@@ -16,11 +16,10 @@ import signal
 import h5py
 import numpy as np
 import pytest
-from conftest import compare_counts, make_spec, run_farm
+from conftest import compare_counts, make_spec, render_frame, run_farm
 from reference import misiurewicz
 
 import farm.numerics as num
-from farm.compute.render import TileRenderer
 from farm.errors import SpecError
 from farm.plan import make_plan, precision
 
@@ -38,20 +37,14 @@ def seahorse_point():
 LOCATIONS = {"seahorse-misiurewicz": seahorse_point, "c=i": lambda: ("0", "1")}
 
 
-def render_perturbed(cl_device, plan, frame=0):
+def orbit_of(plan):
     bits, iters = plan.reference_needs()
     r2 = float(num.escape_r2(plan.spec.iterations.escape_radius))
-    orbit = num.reference_orbit(plan.spec.view.center, bits, iters, r2)
-    info, dev = cl_device
-    renderer = TileRenderer(dev, info, plan, reference=orbit)
-    w, h = plan.spec.size
-    got = np.zeros((h, w), np.uint32)
-    frac = np.zeros((h, w), np.float32)
-    for tile in plan.grid:
-        res = renderer.render(plan.frames[frame], tile)
-        got[tile.y0:tile.y0 + tile.height, tile.x0:tile.x0 + tile.width] = res.iterations
-        frac[tile.y0:tile.y0 + tile.height, tile.x0:tile.x0 + tile.width] = res.fraction
-    return got, frac
+    return num.reference_orbit(plan.spec.view.center, bits, iters, r2)
+
+
+def render_perturbed(cl_device, plan, frame=0, skipping=True):
+    return render_frame(cl_device, plan, frame, reference=orbit_of(plan), skipping=skipping)
 
 
 def _plan(center, width, **kw):
@@ -113,8 +106,6 @@ def test_no_jump_where_the_zoom_enters_perturbation(cl_device):
 
 
 def _render_frame(cl_device, plan, frame):
-    from conftest import render_frame
-
     if plan.frames[frame].precision == "perturb":
         return render_perturbed(cl_device, plan, frame)
     return render_frame(cl_device, plan, frame)

@@ -63,6 +63,7 @@ NOPS = 9  # kernels/qs_test.cl: QS_NOPS
 OPS = {"add_accurate": 0, "add_sloppy": 1, "sub_accurate": 2, "sub_sloppy": 3,
        "mul": 4, "sqr": 5, "mul2": 6, "neg": 7, "add_default": 8}
 ACCURATE_ADD = ("-DQS_ACCURATE_ADD",)
+REFERENCE_LOOP = ("-DQS_REFERENCE_LOOP",)
 U = mpmath.mpf(2) ** -96
 FLOOR = mpmath.mpf(2) ** -120
 # op: (K, the scale s of the bound |r - e| <= K u s + FLOOR)
@@ -70,6 +71,10 @@ BOUNDS = {"add_accurate": (1, "|e|"), "sub_accurate": (1, "|e|"),
           "add_sloppy": (1, "|a|+|b|"), "sub_sloppy": (1, "|a|+|b|"),
           "mul": (1, "|e|"), "sqr": (1, "|e|")}
 EXACT_PREC = 1200  # bits: products of two 400-bit values are exact
+# fused loop steps (kernels/qs_test.cl, qs_fused): out[i, op]
+FUSED = {"mul2_add": 0, "sqr_sub_add": 1}
+# |r - e| <= FUSED_K u M + FLOOR and |r - e| <= u |e| + FUSED_M u M + FLOOR, M the scale
+FUSED_K, FUSED_M = 1, mpmath.mpf(2) ** -10
 
 
 # ----------------------------------------------------------------------------- operands
@@ -267,6 +272,154 @@ def test_default_addition_is_sloppy(cl_device):
     assert np.array_equal(out[:, OPS["add_default"]], out[:, OPS["add_sloppy"]])
     _, _, out_acc, _, _ = _run_ops(cl_device, ACCURATE_ADD)
     assert np.array_equal(out_acc[:, OPS["add_default"]], out_acc[:, OPS["add_accurate"]])
+
+
+# ----------------------------------------------------------------------------- fused steps
+
+def _fused_operands(seed: int = 4711):
+    """(a, b, c): _operands()'s pairs with a third operand c per pair, in turn: a random
+    value, zero, -(2ab) and -(a^2 - b^2) rounded to their first 1 .. 4 limbs (cancelling
+    the result's orders 0 .. k-1: r is of order k), and a half-ulp row."""
+    a, b = _operands()
+    rng = random.Random(seed)
+    va, vb = _values(a), _values(b)
+    rand = _random_values(rng, len(a))
+    half = _half_ulp_rows(rng, len(a))
+    c = np.zeros_like(a)
+    with mpmath.workprec(EXACT_PREC):
+        for i, (x, y) in enumerate(zip(va, vb, strict=True)):
+            kind = i % 10
+            if kind < 3:
+                c[i] = encode_qs([rand[i]])[0]
+            elif kind == 3:
+                c[i] = 0
+            elif kind < 9:
+                limbs = encode_qs([-(2 * x * y) if kind % 2 else -(x * x - y * y)])[0]
+                limbs[1 + i % 4:] = 0
+                c[i] = limbs
+            else:
+                c[i] = half[i]
+    return a, b, c
+
+
+def _run_fused(cl_device, a, b, c) -> np.ndarray:
+    """(n, 2, 4) results of qs_fused: [:, 0] 2ab + c, [:, 1] a^2 - b^2 + c."""
+    info, dev = cl_device
+    ctx = cl.Context([dev])
+    queue = cl.CommandQueue(ctx)
+    prg = programs.build(ctx, ("qs.cl", "qs_test.cl"), programs.device_options(dev, 1024))
+    mf = cl.mem_flags
+    bufs = [cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(v))
+            for v in (a, b, c)]
+    out = np.empty((len(a), 2, 4), np.float32)
+    b_out = cl.Buffer(ctx, mf.WRITE_ONLY, out.nbytes)
+    cl.Kernel(prg, "qs_fused")(queue, (len(a),), None, *bufs, b_out)
+    cl.enqueue_copy(queue, out, b_out)
+    queue.finish()
+    return out
+
+
+def _fused_cases(cl_device):
+    """[(pass, a, b, c, out)]: the operands, and as a second pass the results fed back as
+    the loop feeds them (a = a^2 - b^2 + c, b = 2ab + c: weakly normalised operands)."""
+    key = ("fused", cl_device[1].int_ptr)
+    if key not in _cache:
+        a, b, c = _fused_operands()
+        out = _run_fused(cl_device, a, b, c)
+        a2, b2 = out[:, 1].copy(), out[:, 0].copy()
+        _cache[key] = [("normalised", a, b, c, out),
+                       ("weak", a2, b2, c, _run_fused(cl_device, a2, b2, c))]
+    return _cache[key]
+
+
+def _limb_norms(rows: np.ndarray) -> list[mpmath.mpf]:
+    """sum_k |x(k)| per row: the scale a row's limbs stand for (|x| but under cancellation)."""
+    return decode_qs(np.abs(rows))
+
+
+@pytest.mark.parametrize("op", sorted(FUSED))
+def test_fused_error_bounds(cl_device, op):
+    """|r - e| <= u |e| + 2^-10 u M + FLOOR, hence <= u M + FLOOR, for M = 2|a||b| + |c|
+    (mul2_add) or |a|^2 + |b|^2 + |c| (sqr_sub_add), |x| read as the limbs' sum of
+    magnitudes; on normalised operands and on the operations' own, weakly normalised,
+    results."""
+    for name, a, b, c, out in _fused_cases(cl_device):
+        va, vb, vc, vr = _values(a), _values(b), _values(c), _values(out[:, FUSED[op]])
+        na, nb, nc = _limb_norms(a), _limb_norms(b), _limb_norms(c)
+        worst_m = worst_e = worst_mix = 0.0
+        with mpmath.workprec(EXACT_PREC):
+            for i in range(len(a)):
+                x, y, z, r = va[i], vb[i], vc[i], vr[i]
+                if op == "mul2_add":
+                    exact, scale = 2 * x * y + z, 2 * na[i] * nb[i] + nc[i]
+                else:
+                    exact, scale = x * x - y * y + z, na[i] ** 2 + nb[i] ** 2 + nc[i]
+                err = abs(r - exact)
+                where = (f"{op} ({name}) of {a[i].tolist()}, {b[i].tolist()}, {c[i].tolist()}: "
+                         f"{out[i, FUSED[op]].tolist()}")
+                assert err <= FUSED_K * U * scale + FLOOR, f"{where}: {err / (U * scale)} u M off"
+                assert err <= U * abs(exact) + FUSED_M * U * scale + FLOOR, (
+                    f"{where}: {err / U} u off, |e| = {exact}, M = {scale}")
+                if scale:
+                    worst_m = max(worst_m, float(max(err - FLOOR, 0) / (U * scale)))
+                    worst_mix = max(worst_mix, float((err - FLOOR - U * abs(exact)) / (U * scale)))
+                if exact and 4 * abs(exact) >= scale:
+                    worst_e = max(worst_e, float(max(err - FLOOR, 0) / (U * abs(exact))))
+        print(f"{op} ({name} operands): worst {worst_m:.3f} u M, {worst_e:.3f} u |e| (|e| >= M/4), "
+              f"excess over u |e| {worst_mix * 2**24:.2f} 2^-24 u M")
+
+
+def test_fused_results_weakly_normalised(cl_device):
+    """What the loop relies on, with S = |a|^2 + |b|^2 + |c| the scale of a loop step
+    (both operations', |x| again the limbs' sum of magnitudes): limb k of a result is at
+    most 2^(1 - 24k) S, and the leading limb is within ulp(r0)/2 + 2^-40 S of the whole
+    (the escape test's band). Not relative to the result's own value: a zero can come
+    out as (0, d, -d, 0), d ~ 2^-73 S (an order-2 rounding and its compensating error),
+    and 2ab + c from that as (x, -x, 0, 0), x ~ 2^-70 S."""
+    for name, a, b, c, out in _fused_cases(cl_device):
+        na, nb, nc = _limb_norms(a), _limb_norms(b), _limb_norms(c)
+        for op, k in FUSED.items():
+            worst_lead = 0.0
+            worst_limb = [0.0] * 4
+            rows = out[:, k]
+            with mpmath.workprec(EXACT_PREC):
+                for i, r in enumerate(_values(rows)):
+                    scale = na[i] ** 2 + nb[i] ** 2 + nc[i]
+                    if not scale:
+                        assert not rows[i].any()
+                        continue
+                    for j in range(4):
+                        limb = abs(mpmath.mpf(float(rows[i, j])))
+                        assert limb <= 2 * scale * mpmath.mpf(2) ** (-24 * j) + FLOOR, (
+                            f"{op} ({name}): limb {j} of {rows[i].tolist()}, S = {scale}")
+                        worst_limb[j] = max(worst_limb[j], float(limb / scale * 2 ** (24 * j)))
+                    lead = abs(r - mpmath.mpf(float(rows[i, 0]))) - _ulp(rows[i, 0]) / 2
+                    assert lead <= scale * mpmath.mpf(2) ** -40 + FLOOR, f"{op} ({name}): {rows[i].tolist()}"
+                    worst_lead = max(worst_lead, float(lead / scale))
+            print(f"{op} ({name}): limbs up to {[round(v, 3) for v in worst_limb]} 2^-24k S; "
+                  f"leading limb off by up to ulp/2 + {worst_lead:.2e} S")
+
+
+def test_fused_exact_cases(cl_device):
+    """Results that fit one float come back as that float alone; with a zero product
+    (the loop's first step: z = 0) the result is c's value."""
+    rows = [((1, 1, 1), 3, 1), ((2, -2, 8), 0, 8), ((3, 0.5, 0), 3, 8.75),
+            ((0.5, 1.5, -1.5), 0, -3.5), ((-2, 0, -2), -2, 2)]  # (a, b, c), 2ab + c, a^2 - b^2 + c
+    cs = encode_qs(_random_values(random.Random(5), 8))
+    lone = np.zeros((len(rows), 3, 4), np.float32)
+    lone[:, :, 0] = [r[0] for r in rows]
+    zero, one = np.zeros((8, 4), np.float32), np.tile(np.float32([1, 0, 0, 0]), (8, 1))
+    a = np.concatenate([lone[:, 0], zero, zero])
+    b = np.concatenate([lone[:, 1], zero, one])
+    c = np.concatenate([lone[:, 2], cs, cs])
+    out = _run_fused(cl_device, a, b, c)
+    n = len(rows)
+    for i, (_, mul2_add, sqr_sub_add) in enumerate(rows):
+        assert out[i, 0].tolist() == [mul2_add, 0, 0, 0], out[i, 0].tolist()
+        assert out[i, 1].tolist() == [sqr_sub_add, 0, 0, 0], out[i, 1].tolist()
+    vc = _values(cs)
+    assert _values(out[n:n + 8, 0]) == vc and _values(out[n:n + 8, 1]) == vc  # 0 a b + c, 0 - 0 + c
+    assert _values(out[n + 8:, 0]) == vc  # 2 * 0 * 1 + c
 
 
 # ----------------------------------------------------------------------------- escape_time
