@@ -23,6 +23,12 @@ pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
 DATASETS = ("iterations", "fraction", "histogram", "done", "frame_done")
 
 
+def mpi_start(n: int, *args: str) -> subprocess.Popen:
+    """``mpiexec -n N python -m farm ARGS`` in the background."""
+    return subprocess.Popen([MPIEXEC, "-n", str(n), sys.executable, "-m", "farm", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def mpi_farm(n: int, *args: str, mpi4py: bool = False, env: dict | None = None,
              timeout: float = 300) -> subprocess.CompletedProcess:
     launcher = ["-m", "mpi4py", "-m", "farm"] if mpi4py else ["-m", "farm"]
@@ -113,9 +119,8 @@ def test_worker_killed_mid_render_loses_nothing(tmp_path, write_job):
     single = tmp_path / "single.h5"
     assert run_farm("render", str(job), "--store", str(single), "--no-video", "--quiet").returncode == 0
     store = tmp_path / "killed.h5"
-    proc = subprocess.Popen([MPIEXEC, "-n", "3", sys.executable, "-m", "farm", "render", str(job),
-                             "--store", str(store), "--no-video", "--quiet", "--share-devices"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = mpi_start(3, "render", str(job), "--store", str(store), "--no-video", "--quiet",
+                     "--share-devices")
     try:
         total = 16 * 24
         done = wait_for_tiles(proc, store, total // 4)
@@ -142,9 +147,8 @@ def test_sigusr1_to_mpiexec_interrupts_and_resumes(tmp_path, write_job):
     single = tmp_path / "single.h5"
     assert run_farm("render", str(job), "--store", str(single), "--no-video", "--quiet").returncode == 0
     store = tmp_path / "sig.h5"
-    proc = subprocess.Popen([MPIEXEC, "-n", "3", sys.executable, "-m", "farm", "render", str(job),
-                             "--store", str(store), "--no-video", "--quiet", "--share-devices"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = mpi_start(3, "render", str(job), "--store", str(store), "--no-video", "--quiet",
+                     "--share-devices")
     wait_for_tiles(proc, store, 10)
     assert proc.poll() is None, "the render ended before the signal"
     proc.send_signal(signal.SIGUSR1)
