@@ -19,10 +19,11 @@
  * its end.
  *
  * Provides, for mandel.cl: COORD_T = float4, escape_time, to_double. For tests and
- * other callers: qs_add (the variant escape_time uses), qs_add_accurate,
+ * other callers: qs_add (the variant the reference loop uses), qs_add_accurate,
  * qs_add_sloppy, qs_neg, qs_sub (with qs_add), qs_sub_accurate, qs_mul, qs_sqr,
- * qs_mul2, qs_gt, and the helpers two_sum, quick_two_sum, two_prod, three_sum,
- * three_sum2, renorm5.
+ * qs_mul2, qs_gt, the fused loop steps qs_mul2_add (2ab + c) and qs_sqr_sub_add
+ * (a^2 - b^2 + c), and the helpers two_sum, quick_two_sum, two_prod, three_sum,
+ * three_sum2, renorm5, qs_renorm_fast.
  *
  * Error bounds, u = 2^-96; x, y the operands' values, e the exact result, r the
  * result's value; f = 2^-120 absolute, for limbs below 2^-126 that GPUs flush (only
@@ -34,30 +35,72 @@
  *     qs_mul2, qs_neg                    exact
  *     qs_gt(x, y)                        x > y, exactly, on the whole values
  *     to_double                          the nearest double, give or take 2^-76 |x|
- * Each operation is exact up to the rounding of its result's last limb (half an ulp
- * of a limb at most 2^-72 of the first: <= 2^-96 |r|) and terms 2^-24 below that,
- * which the sloppy addition takes relative to the operands, not the result. Worst seen
- * (tests/test_qs.py's operands; 1.2 million random and adversarial pairs): accurate
- * 0.11 u (0.79 u), sloppy 0.10 u (0.50 u, relative to |x| + |y|), mul 0.09 u
- * (0.125 u), sqr 0.12 u (0.125 u), identical on PoCL's CPU and an NVIDIA H100.
+ *     qs_mul2_add(a, b, c)               |r - e| <= u |e| + 2^-10 u M + f <= u M + f,
+ *                                        M = 2 N(a) N(b) + N(c)
+ *     qs_sqr_sub_add(a, b, c)            the same, M = N(a)^2 + N(b)^2 + N(c)
+ *                                        (no bound relative to e alone when terms cancel)
+ * with N(x) = max(|x0|, 2^23 |x1|, 2^47 |x2|, 2^71 |x3|), the least N with |x(k)| <=
+ * 2^(1-24k) N: about |x| for normalised operands (below). Each operation is exact up
+ * to the rounding of its result's last limb (half an ulp of a limb at most 2^-72 of
+ * the first: <= 2^-96 |r|) and terms 2^-24 below that, which the sloppy addition takes
+ * relative to the operands, not the result, and the fused steps relative to M (their
+ * order-4 sum, summed plainly, and the weak normalisation's last limb: about 2^-11 u M
+ * a priori). Worst seen (tests/test_qs.py's operands; 1.2 million random and
+ * adversarial pairs): accurate 0.11 u (0.79 u), sloppy 0.10 u (0.50 u, relative to
+ * |x| + |y|), mul 0.09 u (0.125 u), sqr 0.12 u (0.125 u), identical on PoCL's CPU and
+ * an NVIDIA H100. Fused steps, PoCL (tests/test_qs.py's triples; 1 million random and
+ * adversarial triples with their results fed back three times, and 2000 orbits of 3000
+ * steps near the set's boundary): mul2_add 0.125 u M (0.125 u M), sqr_sub_add 0.10 u M
+ * (0.215 u M, on operands with limbs closer than normalised); above u |e| by at most
+ * 5.4 2^-24 u M (21 2^-24 u M = 2^-19.6 u M), never on the orbits.
  *
  * Normalisation of results: |r.s(k+1)| <= ulp(r.s(k)), and a zero limb is followed
  * only by zero limbs. The encoder's |r.s(k+1)| <= ulp(r.s(k)) / 2 holds except after
  * a rounding tie inside renormalisation (about 1 in 10^5 random products; up to 0.75
  * ulp seen, when the operands' limbs sit at exactly half an ulp). Every operation
- * here takes either form as input.
+ * here takes either form as input. The fused steps (qs_renorm_fast) return a weaker
+ * form, scaled by the step rather than by the result: with S = N(a)^2 + N(b)^2 +
+ * N(c), N(r) <= S (limb k at most 2^(1-24k) S; seen: 1.0 S) and the leading limb within
+ * ulp(r0)/2 + 2^-40 S of r (seen 2^-44.7 S); a zero can come out as (0, d, -d, 0) with
+ * d ~ 2^-73 S. So in the loop N(z) stays at the step's scale |z|^2 + |c|, and every
+ * operation here takes the weak form too: the fused steps with the bounds above
+ * (tested on their own results), the others measured at <= 0.14 u |e| on it, qs_gt
+ * exact (the loop's escape test feeds them weak x, y).
  *
- * Default addition: escape_time uses qs_add = qs_add_sloppy, unless built with
- * -DQS_ACCURATE_ADD. The sloppy addition loses relative accuracy only when the
- * operands cancel, and the iteration needs only absolute accuracy at |z| <= 2, where
- * both additions err by about 2^-94 a step. Counts against a 200-digit reference, 24 x
- * 16 pixels: classic point -0.7436438870371587 + 0.1318259042053120i at width 1e-18
- * (max_iter 10000), sloppy and accurate both 99.74%; Seahorse Valley point of
- * tests/test_deep.py at width 1e-24 (max_iter 2000), both 99.48%. At the classic point
- * at width 1e-24 (counts 15000 .. 18700) neither passes (85.4%, 86.2%) and no 96-bit
- * format can: iterating exactly from the coordinates rounded to quad-single matches
- * 91.9%. Speed, escape loop: sloppy 27.3, accurate 17.6 G iterations/s on an H100
- * (NVIDIA OpenCL); 7.1 and 4.5 M/s on PoCL's 2-core CPU.
+ * Escape loop (escape_time, details there): by default one qs_sqr_sub_add (x' = x^2 -
+ * y^2 + cr) and one qs_mul2_add (y' = 2xy + ci) a step, each summing its partial
+ * products and c's limbs by orders and renormalising once, branch-free: 583 float
+ * operations a step (PoCL's IR, callees inlined, hot path) and 2 compares, against
+ * the reference loop's (-DQS_REFERENCE_LOOP: qs_mul, qs_sqr twice, three qs_adds, six
+ * renorm5s) 754 float operations, 96 selects, 92 compares and 49 branches. Its error a
+ * step is within u (|x'| + |y'|) + 2^-9 u S (S the step's scale, about |z|^2 + |c|),
+ * the reference loop's within a few u (|x|^2 + |y|^2 + |c|) (six roundings, two of
+ * them sloppy additions): both a few 2^-96 absolute at |z| <= 2.
+ *
+ * Default addition: qs_add = qs_add_sloppy, unless built with -DQS_ACCURATE_ADD; the
+ * reference loop adds with it throughout, the fused loop only in the escape test's
+ * full comparison (|z|^2 within 2^-20 of r2). The sloppy addition loses relative
+ * accuracy only when the operands cancel, and the iteration needs only absolute
+ * accuracy at |z| <= 2, where both additions err by about 2^-94 a step. Counts against
+ * a 200-digit reference, 24 x 16 pixels: classic point -0.7436438870371587 +
+ * 0.1318259042053120i at width 1e-18 (max_iter 10000), fused loop and reference loop
+ * with sloppy and accurate addition all 99.74%; Seahorse Valley point of
+ * tests/test_deep.py at width 1e-24 (max_iter 2000), fused 99.74%, reference loops both
+ * 99.48%. On 48 x 32 pixels: classic 1e-18 fused 99.80%, reference 99.74% (sloppy),
+ * 99.80% (accurate); Seahorse 3e-24 all 99.61%; fused and reference loop agree on
+ * 99.74% and 99.67% of those pixels. At the classic point at width 1e-24 (counts 15000
+ * .. 18700) none passes (fused 85.7%, reference loops 85.4%, 86.2%) and no 96-bit format
+ * can: iterating exactly from the coordinates rounded to quad-single matches 91.9%.
+ *
+ * Speed, escape loop (farm bench's workload: all pixels interior, full count; the
+ * reference loop via FARM_CL_OPTIONS=-DQS_REFERENCE_LOOP): on PoCL's 2-core CPU (AMD
+ * EPYC; 256 x 256 pixels x 200 iterations, median of 3 runs) fused 0.881 s = 14.9 M
+ * iterations/s, reference loop 1.719 s = 7.6 M/s, 1.95x (a deep render, classic 1e-18,
+ * 48 x 32, max_iter 10000: 0.88 s against 1.82 s). Reference loop 28.6 G/s on an
+ * NVIDIA H200 (56 registers); the fused loop not yet measured on a GPU: by the counts
+ * above (about 560 issued operations a step against about 940, fnegs folded) about
+ * 1.6x, 45 G/s, if issue-bound. Earlier, reference loop with sloppy / accurate addition
+ * 27.3 / 17.6 G/s on an H100 (NVIDIA OpenCL).
  */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
@@ -461,11 +504,13 @@ inline double to_double(float4 x)
  *
  * Per step (default): y' = qs_mul2_add(x, y, ci), x' = qs_sqr_sub_add(x, y, cr), two
  * renormalisations in all; x, y are only weakly normalised (qs_renorm_fast). The
- * escape test reads the leading limbs: m = fl(x.s0^2 + y.s0^2) (one fma) lies within
- * (1 +- 2^-21.9) of |z|^2 (each leading limb within 2^-24 of its value plus 2^-40 M
- * absolute, M the previous step's scale), and r2 within r2.s0 (1 +- 2^-24), so outside
- * r2.s0 (1 +- 2^-20) the leading limbs decide; inside, x^2 + y^2 is formed in full
- * (qs_sqr, qs_add) and compared exactly (qs_gt), as in the reference loop.
+ * escape test reads the leading limbs: each is within ulp/2 (<= 2^-24 of itself) plus
+ * 2^-40 S of its value, S the step's scale, and S <= 1.5 r2 when |z|^2 is near r2 (the
+ * step before did not escape, nor did z(1) = c), so m = fl(x.s0^2 + y.s0^2) (one fma)
+ * lies within m (1 +- 2^-21.9) of |z|^2 at r2 <= 128^2; r2 lies within r2.s0 (1 +-
+ * 2^-24). So outside r2.s0 (1 +- 2^-20) the leading limbs decide; inside, x^2 + y^2 is
+ * formed in full (qs_sqr, qs_add) and compared exactly (qs_gt), as in the reference
+ * loop.
  *
  * -DQS_REFERENCE_LOOP: the previous loop, x^2, y^2 and x y once each by qs_sqr and
  * qs_mul, x' = x^2 - y^2 + cr and y' = 2 x y + ci by two qs_adds each, six

@@ -19,8 +19,6 @@
  *   a, b, c [n]       float4  operands
  *   out  [n * 2]      float4  out: out[2i] = qs_mul2_add(a, b, c) (2ab + c),
  *                             out[2i + 1] = qs_sqr_sub_add(a, b, c) (a^2 - b^2 + c)
- *                             (one step of the escape loop with z = a + bi when c's
- *                             real and imaginary parts are equal)
  *
  * Entry point: qs_escape, one work-item per point i (global size n)
  *   cr, ci [n]        float4  c
