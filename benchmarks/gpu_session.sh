@@ -32,7 +32,10 @@ for step in $steps; do
       tar -C "$OUT" -czf "$OUT/binaries.tgz" bin && rm -rf "$OUT/bin" ;;
     bench)
       log "farm bench"
-      python3 -m farm bench 2>&1 | tee "$OUT/bench.txt" ;;
+      python3 -m farm bench 2>&1 | tee "$OUT/bench.txt"
+      log "quad-single, the previous loop (-DQS_REFERENCE_LOOP)"
+      FARM_CL_OPTIONS=-DQS_REFERENCE_LOOP python3 -m farm bench --formats quad-single 2>&1 \
+        | tee -a "$OUT/bench.txt" ;;
     perturb)
       log "perturbation: crossover and skipping"
       python3 benchmarks/perturb.py 2>&1 | tee "$OUT/perturb.txt" ;;
