@@ -94,7 +94,10 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
     double2 Z = (double2)(0.0, 0.0); /* Z(m), kept in registers: one orbit load a step */
     for (uint n = 1; n <= max_iter; ++n) {
         uint len = 0;
-        if (m >= 1 && bla_levels) {
+        /* a map at step m needs |d| < R <= eps |2 Z(m)| (bla.py, EPS = 2^-53): most steps
+         * fail that on values in registers, without touching the table */
+        if (m >= 1 && bla_levels
+            && fmax(fabs(dr), fabs(di)) < 0x1p-52 * (fabs(Z.x) + fabs(Z.y))) {
             len = bla_take(bla_ab, bla_r, bla_off, bla_levels, m, max_iter - n + 1, &dr, &di,
                            dcr, dci);
             n += len ? len - 1 : 0; /* iterations n .. n + len - 1 are done */

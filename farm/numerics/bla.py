@@ -35,7 +35,7 @@ def bla_table(orbit: np.ndarray, dc_max: float,
     steps = len(z) - 2  # maps m -> m + 1 for m = 1 .. L - 2 (Z(m + 1) must exist)
     if steps < 1:
         return np.zeros((0, 4)), np.zeros(0), np.zeros(1, dtype=np.uint32)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         a = 2.0 * z[1:1 + steps]
         b = np.ones(steps, dtype=np.complex128)
         r = eps * np.abs(a)
