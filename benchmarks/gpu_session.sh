@@ -49,6 +49,15 @@ for step in $steps; do
       log "farm: one GPU, full render vs kernel alone"
       python3 benchmarks/farm_scaling.py "${FARM_JOB:-benchmarks/jobs/scaling_deep_1024.toml}" \
         --workers 1 --kernel-every 8 --out /tmp/scal 2>&1 | tee "$OUT/farm1.txt" ;;
+    zoom)
+      log "a zoom from 4 to 1e-300 on the farm: one process, then mpiexec with one worker"
+      python3 -m farm render benchmarks/jobs/zoom_1e300.toml --no-video --quiet --restart 2>&1 | tail -2
+      python3 benchmarks/frame_costs.py /tmp/zoom_1e300.h5 --every 5 | tee "$OUT/zoom.txt"
+      mpiexec -n 2 python3 -m farm render benchmarks/jobs/zoom_1e300.toml --no-video --quiet \
+        --store /tmp/zoom_mpi.h5 2>&1 | tail -1
+      python3 -c "import h5py, numpy as np; a, b = h5py.File('/tmp/zoom_1e300.h5'), h5py.File('/tmp/zoom_mpi.h5'); \
+print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in ('iterations', 'fraction', 'histogram')))" \
+        | tee -a "$OUT/zoom.txt" ;;
     scaling)
       n=$(nvidia-smi -L | wc -l)
       ws=1; [ "$n" -ge 2 ] && ws=1,2; [ "$n" -ge 4 ] && ws=1,2,4
