@@ -6,6 +6,7 @@ import itertools
 from typing import Any
 
 from farm.plan import Plan
+from farm.spec import spec_hash
 
 
 def _spans(values: list[str]) -> str:
@@ -33,7 +34,7 @@ def plan_summary(plan: Plan, source: str) -> str:
     pixels = w * h * len(plan.frames)
     mode = "auto" if spec.iterations.max == "auto" else "fixed"
     lines = [
-        f"job        {source}",
+        f"job        {source} (spec {spec_hash(spec)})",
         f"frames     {len(plan.frames)} at {spec.animation.fps} fps "
         f"({len(plan.frames) / spec.animation.fps:.1f} s of video)",
         f"image      {w}x{h}; tiles {plan.grid.tile_w}x{plan.grid.tile_h}, "

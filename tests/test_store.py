@@ -134,3 +134,27 @@ def test_reader_rejects_non_stores(tmp_path):
         f["x"] = 1
     with pytest.raises(StoreError, match="not a zoomfarm store"):
         Store(other)
+
+
+def test_a_repacked_store_is_read_but_not_resumed(tmp_path):
+    """h5repack with compression moves and shrinks chunks: writing tiles in place would
+    corrupt it, so the writer refuses (one clear error) while readers still work."""
+    plan = _plan(frames=1)
+    path = tmp_path / "s.h5"
+    layout.create(path, plan)
+    with StoreWriter(path, plan) as w:
+        w.write([_fake_tile(plan, 0, t, t) for t in range(plan.grid.count)])
+    packed = tmp_path / "packed.h5"
+    with h5py.File(path) as src, h5py.File(packed, "w") as dst:
+        for key, value in src.attrs.items():
+            dst.attrs[key] = value
+
+        def copy(name, obj):  # visititems stops at the first callback that returns a value
+            if isinstance(obj, h5py.Dataset):
+                dst.create_dataset(name, data=obj[...], compression="gzip", chunks=True)
+
+        src.visititems(copy)
+    with Store(packed) as s:
+        assert s.frame_done()[0]
+    with pytest.raises(StoreError, match="not resumed"):
+        StoreWriter(packed, plan)

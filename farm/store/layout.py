@@ -123,7 +123,15 @@ def _width_text(width: object) -> str:
 
 
 def offsets(f: h5py.File) -> dict[str, int]:
-    """Byte offset of every contiguous dataset (where raw writes go)."""
+    """Byte offset of every contiguous dataset (where raw writes go); StoreError if one
+    is not contiguous and allocated (a repacked store: readable, not resumable)."""
+    from farm.errors import StoreError
+
     names = ["done", "histogram", "frame_done", "runs", *TILE_META]
-    return {n: f[n].id.get_offset() for n in names}
+    out = {n: f[n].id.get_offset() for n in names}
+    missing = [n for n, off in out.items() if off is None]
+    if missing:
+        raise StoreError(f"{f.filename}: {', '.join(missing)} not stored in place "
+                         "(repacked?); it can be read, not resumed")
+    return out
 

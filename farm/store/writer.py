@@ -48,6 +48,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from farm.errors import StoreError
 from farm.plan import Plan
 from farm.store import layout
 
@@ -88,12 +89,21 @@ def _crash_point(name: str) -> None:
 
 
 def _chunk_offsets(dset: h5py.Dataset, grid_nx: int, tw: int, th: int) -> np.ndarray:
-    """Byte offset of each tile's chunk, shape (F, T)."""
+    """Byte offset of each tile's chunk, shape (F, T). Raises StoreError unless every
+    chunk is stored raw at full size (a store repacked with compression can be read,
+    but writing tiles in place would corrupt it)."""
     f_count = dset.shape[0]
     t_count = grid_nx * (-(-dset.shape[1] // th))
     out = np.full((f_count, t_count), -1, dtype=np.int64)
+    full = th * tw * dset.dtype.itemsize
+    if dset.compression is not None or dset.chunks != (1, th, tw):
+        raise StoreError(f"{dset.file.filename}: {dset.name} is compressed or re-chunked "
+                         "(repacked?); it can be read, not resumed")
 
     def note(info) -> None:
+        if info.size != full or info.filter_mask:
+            raise StoreError(f"{dset.file.filename}: {dset.name} has a chunk of {info.size} "
+                             f"bytes, not {full}; it can be read, not resumed")
         f, y, x = info.chunk_offset
         out[f, (y // th) * grid_nx + x // tw] = info.byte_offset
 
