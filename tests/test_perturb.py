@@ -5,7 +5,8 @@ Counts must match the mpmath reference (200 digits, more below 1e-140) on at lea
 with structure at every depth: a Seahorse Valley Misiurewicz point (refined to 450
 digits, so the view is centred on the point itself) and c = i (exactly preperiodic:
 i -> -1+i -> -i -> -1+i ...). Below a pixel spacing of 1e-305 the kernel runs floatexp
-deltas (1e-400 here); both variants are checked against each other where both work.
+deltas (1e-400 here, and 1e-1000 around c = i); both variants are checked against each
+other where both work.
 """
 
 from __future__ import annotations
@@ -131,3 +132,14 @@ def test_reference_orbit_is_stored_and_survives_resume(tmp_path, write_job):
         assert np.array_equal(a["reference/orbit"][...], orbit)
         for name in ("iterations", "fraction", "histogram", "done"):
             assert np.array_equal(a[name][...], b[name][...]), name
+
+
+def test_counts_match_reference_at_1e_1000(cl_device, reference):
+    """The issue's aim: width 1e-1000 (floatexp deltas, 3408-bit reference orbit)."""
+    center, size = ("0", "1"), (16, 12)
+    plan = make_plan(make_spec(size=size, center=center, width=("1e-1000", "1e-1000"),
+                               max_iter=MAX_ITER, tile=(16, 16), precision="perturb"))
+    assert plan.frames[0].log10_spacing < precision.PERTURB_FX_BELOW_LOG10
+    want = reference(center, "1e-1000", size, MAX_ITER)
+    got, _ = render_frame(cl_device, plan, reference=orbit_of(plan))
+    compare_counts(got, want, min_equal=0.99)
