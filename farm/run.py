@@ -9,6 +9,7 @@ same store bit for bit.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sys
 import threading
@@ -170,10 +171,8 @@ def resume(store: str, video: str | None = None, options: RenderOptions = Render
     comm = transport.mpi_world()
     if comm is not None:
         return _render_mpi(comm, job, options)
-    spec, _, video_path = job()
-    with Store(store_path) as s:
-        plan, orbit = s.plan(), s.reference()
-    return _finish(_run_in_process(plan, orbit, store_path, options), store_path, video_path, options)
+    spec, _, video_path = job()  # the stored spec: prepare_store finds the same job and resumes
+    return render(spec, store=store, video=video_path, options=dataclasses.replace(options, restart=False))
 
 
 # ============================================================================ MPI
