@@ -33,3 +33,16 @@ def test_64bit_atomics_are_used_where_available(cl_device):
     info, dev = cl_device
     opts = programs.device_options(dev, 1024)
     assert ("-DHIST64" in opts) == info.int64_atomics
+
+
+def test_a_failed_launch_frees_its_slot(cl_device):
+    """Launches that raise (here: a perturbed frame without its reference orbit) must
+    not use up the renderer's buffer ring: good launches still work afterwards."""
+    info, dev = cl_device
+    plan = make_plan(make_spec(size=(32, 16), width=("1e-20", "1e-20"), max_iter=50, tile=(16, 16),
+                               precision="perturb"))
+    renderer = TileRenderer(dev, info, plan, slots=2)
+    for _ in range(5):
+        with pytest.raises(RuntimeError, match="reference orbit"):
+            renderer.launch(plan.frames[0], plan.grid.tile(0))
+    assert not any(s.busy for s in renderer._slots)

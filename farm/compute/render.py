@@ -235,25 +235,29 @@ class TileRenderer:
         if slot is None:
             raise RuntimeError(f"more than {len(self._slots)} launches in flight")
         slot.busy = True
-        npix = tile.pixels
-        q = self.queue
-        hist_bytes = frame.bins * np.dtype(self.hist_dtype).itemsize
-        args, uploads, keep = self._format_args(frame, tile, slot)
-        uploads.append(cl.enqueue_fill_buffer(q, slot.hist, np.zeros(1, self.hist_dtype), 0, hist_bytes))
+        try:
+            npix = tile.pixels
+            q = self.queue
+            hist_bytes = frame.bins * np.dtype(self.hist_dtype).itemsize
+            args, uploads, keep = self._format_args(frame, tile, slot)
+            uploads.append(cl.enqueue_fill_buffer(q, slot.hist, np.zeros(1, self.hist_dtype), 0, hist_bytes))
 
-        local = self.config.local_size
-        cap = self.config.groups_per_unit * self.info.compute_units * local
-        global_size = min(-(-npix // local) * local, cap)
-        kev = self._kernel(frame)(q, (global_size,), (local,), *args, np.uint32(tile.width),
-                                  np.uint32(npix), np.uint32(frame.max_iter),
-                                  slot.iterations, slot.fraction, slot.hist, wait_for=uploads)
-        it_s, fr_s, hist_s = slot.staging
-        readbacks = [
-            cl.enqueue_copy(q, it_s[:npix], slot.iterations, is_blocking=False),
-            cl.enqueue_copy(q, fr_s[:npix], slot.fraction, is_blocking=False),
-            cl.enqueue_copy(q, hist_s[:frame.bins], slot.hist, is_blocking=False)]
-        q.flush()
-        return _Launch(frame, tile, kev, readbacks, slot, keep)
+            local = self.config.local_size
+            cap = self.config.groups_per_unit * self.info.compute_units * local
+            global_size = min(-(-npix // local) * local, cap)
+            kev = self._kernel(frame)(q, (global_size,), (local,), *args, np.uint32(tile.width),
+                                      np.uint32(npix), np.uint32(frame.max_iter),
+                                      slot.iterations, slot.fraction, slot.hist, wait_for=uploads)
+            it_s, fr_s, hist_s = slot.staging
+            readbacks = [
+                cl.enqueue_copy(q, it_s[:npix], slot.iterations, is_blocking=False),
+                cl.enqueue_copy(q, fr_s[:npix], slot.fraction, is_blocking=False),
+                cl.enqueue_copy(q, hist_s[:frame.bins], slot.hist, is_blocking=False)]
+            q.flush()
+            return _Launch(frame, tile, kev, readbacks, slot, keep)
+        except BaseException:  # nothing was launched: the slot is free again
+            slot.busy = False
+            raise
 
     @staticmethod
     def done(launch: _Launch) -> bool:
@@ -263,7 +267,11 @@ class TileRenderer:
     def finish(self, launch: _Launch) -> TileResult:
         """Wait for the readbacks, copy the tile out of the staging arrays, free the slot."""
         slot, tile, npix = launch.slot, launch.tile, launch.tile.pixels
-        cl.wait_for_events(launch.readbacks)
+        try:
+            cl.wait_for_events(launch.readbacks)
+        except BaseException:
+            slot.busy = False
+            raise
         it_s, fr_s, hist_s = slot.staging
         iterations = it_s[:npix].reshape(tile.height, tile.width).copy()
         fraction = fr_s[:npix].reshape(tile.height, tile.width).copy()
