@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from conftest import make_spec  # noqa: E402
 from reference import misiurewicz  # noqa: E402
 
-import farm.numerics as num  # noqa: E402
 from farm.compute.device import candidates  # noqa: E402
 from farm.compute.render import TileRenderer  # noqa: E402
 from farm.plan import make_plan  # noqa: E402
@@ -41,11 +40,7 @@ def frame_rate(device, center, width, side, fmt, skipping=True):
                      tile=(side, side), precision="auto")
     plan = make_plan(spec)
     plan = make_plan(spec, stored=[(f.max_iter, fmt) for f in plan.frames])
-    orbit = None
-    if fmt == "perturb":
-        bits, iters = plan.reference_needs()
-        orbit = num.reference_orbit(center, bits, iters, 4.0)
-    renderer = TileRenderer(dev, info, plan, reference=orbit, skipping=skipping)
+    renderer = TileRenderer(dev, info, plan, reference=plan.reference_orbit(), skipping=skipping)
     frame, tile = plan.frames[0], plan.grid.tile(0)
     renderer.render(frame, tile)  # warm-up: builds the program (and the skip table)
     res = renderer.render(frame, tile)

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-import farm.numerics as num
 from farm import spec as specmod
 from farm.compute.device import DeviceInfo, bind_device
 from farm.compute.render import TileRenderer
@@ -83,9 +82,7 @@ def compute_reference(plan: Plan, progress: bool = True) -> np.ndarray | None:
           file=sys.stderr)
     bar = Progress(iterations, "reference", unit="iterations")
     bar.enabled = progress
-    r2 = float(num.escape_r2(plan.spec.iterations.escape_radius))
-    orbit = num.reference_orbit(plan.spec.view.center, bits, iterations, r2,
-                                progress=lambda n: bar.advance(4096))
+    orbit = plan.reference_orbit(progress=lambda n: bar.advance(4096))
     bar.close()
     return orbit
 

@@ -6,7 +6,7 @@ import mpmath
 import numpy as np
 import pytest
 from conftest import make_spec
-from test_perturb import orbit_of, render_perturbed, seahorse_point
+from test_perturb import render_perturbed, seahorse_point
 
 import farm.numerics as num
 from farm.numerics.bla import EPS, bla_table
@@ -63,5 +63,5 @@ def test_images_with_and_without_skipping_agree(cl_device, center):
     skipped, _ = render_perturbed(cl_device, plan)
     plain, _ = render_perturbed(cl_device, plan, skipping=False)
     assert (skipped == plain).mean() >= 0.99
-    _, _, off = bla_table(orbit_of(plan), float(plan.frames[0].spacing) * 30)
+    _, _, off = bla_table(plan.reference_orbit(), float(plan.frames[0].spacing) * 30)
     assert len(off) - 1 >= 8  # the table offers long skips at this depth

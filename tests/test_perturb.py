@@ -20,7 +20,6 @@ import pytest
 from conftest import compare_counts, make_spec, render_frame, run_farm
 from reference import misiurewicz
 
-import farm.numerics as num
 from farm.errors import SpecError
 from farm.plan import make_plan, precision
 
@@ -38,14 +37,8 @@ def seahorse_point():
 LOCATIONS = {"seahorse-misiurewicz": seahorse_point, "c=i": lambda: ("0", "1")}
 
 
-def orbit_of(plan):
-    bits, iters = plan.reference_needs()
-    r2 = float(num.escape_r2(plan.spec.iterations.escape_radius))
-    return num.reference_orbit(plan.spec.view.center, bits, iters, r2)
-
-
 def render_perturbed(cl_device, plan, frame=0, skipping=True):
-    return render_frame(cl_device, plan, frame, reference=orbit_of(plan), skipping=skipping)
+    return render_frame(cl_device, plan, frame, reference=plan.reference_orbit(), skipping=skipping)
 
 
 def _plan(center, width, **kw):
@@ -141,5 +134,5 @@ def test_counts_match_reference_at_1e_1000(cl_device, reference):
                                max_iter=MAX_ITER, tile=(16, 16), precision="perturb"))
     assert plan.frames[0].log10_spacing < precision.PERTURB_FX_BELOW_LOG10
     want = reference(center, "1e-1000", size, MAX_ITER)
-    got, _ = render_frame(cl_device, plan, reference=orbit_of(plan))
+    got, _ = render_frame(cl_device, plan, reference=plan.reference_orbit())
     compare_counts(got, want, min_equal=0.99)

@@ -23,9 +23,6 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-import numpy as np
-
-import farm.numerics as num
 from farm import spec as specmod
 from farm.compute.device import candidates
 from farm.compute.render import LaunchConfig, TileRenderer
@@ -74,7 +71,7 @@ tile = [{side}, {side}]
 def bench_format(renderer_for, fmt: str, workload: str, repeats: int = 3) -> BenchRow:
     side, iters = WORKLOADS[workload]
     plan = bench_plan(fmt, side, iters[fmt])
-    renderer: TileRenderer = renderer_for(plan, reference_for(plan))
+    renderer: TileRenderer = renderer_for(plan, plan.reference_orbit())
     frame, tile = plan.frames[0], plan.grid.tile(0)
     first = renderer.render(frame, tile)
     if first.iterations.any():
@@ -84,15 +81,6 @@ def bench_format(renderer_for, fmt: str, workload: str, repeats: int = 3) -> Ben
     pixels = side * side
     return BenchRow(renderer.info.name, fmt, workload, pixels, iters[fmt], seconds,
                     pixels * iters[fmt] / seconds / 1e9)
-
-
-def reference_for(plan) -> np.ndarray | None:
-    needs = plan.reference_needs()
-    if needs is None:
-        return None
-    bits, iterations = needs
-    r2 = float(num.escape_r2(plan.spec.iterations.escape_radius))
-    return num.reference_orbit(plan.spec.view.center, bits, iterations, r2)
 
 
 def run_bench(selector: str, formats: list[str], workload: str | None = None,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +108,18 @@ def _scalar(fmt: str, value: object) -> np.generic:
     return np.ascontiguousarray(enc[0]).view(vector)[0]
 
 
+def _recent(cache: collections.OrderedDict, key: int, build: Callable[[], Any],
+            keep: int = 4) -> Any:
+    """cache[key], built on first use; only the ``keep`` most recently used entries stay."""
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    value = cache[key] = build()
+    while len(cache) > keep:
+        cache.popitem(last=False)
+    return value
+
+
 class TileRenderer:
     """Renders tiles of one plan on one device (one context, one in-order queue)."""
 
@@ -126,14 +139,18 @@ class TileRenderer:
         self.orbit_len = 0
         self.skipping = skipping
         self._reference = reference
-        self._bla: collections.OrderedDict[int, tuple] = collections.OrderedDict()
+        r2 = num.escape_r2(plan.spec.iterations.escape_radius)
+        self._r2_args = {fmt: np.float64(r2) if fmt == "perturb" else _scalar(fmt, r2)
+                         for fmt in {f.precision for f in plan.frames}}
         if reference is not None:  # (L, 2) float64: Z(0) .. Z(L-1)
             orbit = np.ascontiguousarray(reference, dtype=np.float64)
             self.orbit = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                    hostbuf=orbit)
             self.orbit_len = len(orbit)
+        # per-frame state, kept for the last few frames (see _recent)
         self._axes: collections.OrderedDict[int, tuple[np.ndarray, np.ndarray]] = (
             collections.OrderedDict())
+        self._perturbed: collections.OrderedDict[int, list] = collections.OrderedDict()
 
     def _new_slot(self) -> _Slot:
         mf, grid = cl.mem_flags, self.plan.grid
@@ -157,26 +174,25 @@ class TileRenderer:
     # ----------------------------------------------------------------- coordinates
     def axes(self, frame: FramePlan) -> tuple[np.ndarray, np.ndarray]:
         """(xs, ys) of the whole frame in its format; the last few frames are kept."""
-        if frame.index in self._axes:
-            self._axes.move_to_end(frame.index)
-            return self._axes[frame.index]
-        spec = self.plan.spec
-        w, h = spec.size
-        cr, ci = spec.view.center
-        encode = ENCODERS[frame.precision]
-        xs = encode(num.axis(cr, frame.spacing, w, 0, w, +1, frame.bits))
-        ys = encode(num.axis(ci, frame.spacing, h, 0, h, -1, frame.bits))
-        self._axes[frame.index] = (xs, ys)
-        while len(self._axes) > 4:
-            self._axes.popitem(last=False)
-        return xs, ys
+        def build() -> tuple[np.ndarray, np.ndarray]:
+            spec = self.plan.spec
+            w, h = spec.size
+            cr, ci = spec.view.center
+            encode = ENCODERS[frame.precision]
+            return (encode(num.axis(cr, frame.spacing, w, 0, w, +1, frame.bits)),
+                    encode(num.axis(ci, frame.spacing, h, 0, h, -1, frame.bits)))
+        return _recent(self._axes, frame.index, build)
 
-    def _skip_table(self, frame: FramePlan) -> tuple:
-        """(ab, r, offsets buffers, levels) of the frame's BLA table; levels 0 (no
+    def _frame_args(self, frame: FramePlan) -> list:
+        """The per-frame kernel arguments of a perturbed frame, kept for the last few
+        frames: the half pixel spacing (mantissa, exponent), the escape radius squared,
+        then the frame's BLA table (ab, r, offsets buffers, levels), levels 0 (no
         skipping) below double's range, or when skipping is off."""
-        if frame.index in self._bla:
-            self._bla.move_to_end(frame.index)
-            return self._bla[frame.index]
+        return _recent(self._perturbed, frame.index, lambda: self._build_frame_args(frame))
+
+    def _build_frame_args(self, frame: FramePlan) -> list:
+        with num.workprec(frame.bits):
+            h_m, h_e = num.frexp(frame.spacing / 2)
         levels = 0
         ab, r, off = np.zeros((1, 4)), np.zeros(1), np.zeros(2, dtype=np.uint32)
         if (self.skipping and self._reference is not None
@@ -188,14 +204,11 @@ class TileRenderer:
             if levels == 0:
                 ab, r, off = np.zeros((1, 4)), np.zeros(1), np.zeros(2, dtype=np.uint32)
         mf = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
-        entry = (cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(ab, dtype=np.float64)),
-                 cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(r, dtype=np.float64)),
-                 cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(off, dtype=np.uint32)),
-                 np.uint32(levels))
-        self._bla[frame.index] = entry
-        while len(self._bla) > 4:
-            self._bla.popitem(last=False)
-        return entry
+        return [np.float64(h_m), np.int32(h_e), self._r2_args["perturb"],
+                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(ab, dtype=np.float64)),
+                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(r, dtype=np.float64)),
+                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(off, dtype=np.uint32)),
+                np.uint32(levels)]
 
     # ----------------------------------------------------------------- launches
     def _kernel(self, frame: FramePlan) -> cl.Kernel:
@@ -212,23 +225,19 @@ class TileRenderer:
 
     def _format_args(self, frame: FramePlan, tile: Tile, slot: _Slot) -> tuple[list, list, tuple]:
         """(leading kernel arguments, upload events, host arrays to keep) of a launch."""
-        r2 = num.escape_r2(self.plan.spec.iterations.escape_radius)
         if frame.precision == "perturb":
             if self.orbit is None:
                 raise RuntimeError("a perturbed frame needs the reference orbit")
             w, h = self.plan.spec.size
-            with num.workprec(frame.bits):
-                h_m, h_e = num.frexp(frame.spacing / 2)
             args = [self.orbit, np.uint32(self.orbit_len), np.int32(2 * tile.x0 + 1 - w),
-                    np.int32(2 * tile.y0 + 1 - h), np.float64(h_m), np.int32(h_e), np.float64(r2),
-                    *self._skip_table(frame)]
+                    np.int32(2 * tile.y0 + 1 - h), *self._frame_args(frame)]
             return args, [], ()
         xs, ys = self.axes(frame)
         xs_t = np.ascontiguousarray(xs[tile.x0:tile.x0 + tile.width])
         ys_t = np.ascontiguousarray(ys[tile.y0:tile.y0 + tile.height])
         uploads = [cl.enqueue_copy(self.queue, slot.xs, xs_t, is_blocking=False),
                    cl.enqueue_copy(self.queue, slot.ys, ys_t, is_blocking=False)]
-        return [slot.xs, slot.ys, _scalar(frame.precision, r2)], uploads, (xs_t, ys_t)
+        return [slot.xs, slot.ys, self._r2_args[frame.precision]], uploads, (xs_t, ys_t)
 
     def launch(self, frame: FramePlan, tile: Tile) -> _Launch:
         slot = next((s for s in self._slots if not s.busy), None)

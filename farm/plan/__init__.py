@@ -6,7 +6,7 @@ to every worker, so all ranks agree on every number.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +70,16 @@ class Plan:
         if not frames:
             return None
         return max(f.bits for f in frames), max(f.max_iter for f in frames)
+
+    def reference_orbit(self, progress: Callable[[int], None] | None = None) -> Any:
+        """The reference orbit the perturbed frames share ((L, 2) float64, see
+        farm.numerics.reference_orbit), or None when no frame is perturbed."""
+        needs = self.reference_needs()
+        if needs is None:
+            return None
+        bits, iterations = needs
+        r2 = float(num.escape_r2(self.spec.iterations.escape_radius))
+        return num.reference_orbit(self.spec.view.center, bits, iterations, r2, progress)
 
     @property
     def tasks(self) -> int:

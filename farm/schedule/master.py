@@ -15,7 +15,7 @@ import contextlib
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from farm.progress import Progress
 from farm.schedule.state import Assign, End, Note, Release, Scheduler, StopRequested, Store, Tick
@@ -42,7 +42,6 @@ class MasterReport:
     writer_busy_s: float  # the writer thread's time writing
     receive_s: float  # time inside MPI receives (0 in one process)
     tiles: int
-    notes: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         def share(x: float) -> str:
@@ -82,7 +81,6 @@ def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = M
                       timeout=options.timeout, grace=options.grace)
     busy = 0.0
     stored = 0
-    notes: list[str] = []
     background = WriterThread(writer)
     with _Signals() as signals:
         while sched.ended is None:
@@ -102,7 +100,6 @@ def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = M
                     elif isinstance(ins, Release):
                         link.release(ins.worker)
                     elif isinstance(ins, Note):
-                        notes.append(ins.text)
                         lines = ins.text.strip().splitlines()  # a traceback: say where, and what
                         short = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
                         print(f"farm: {short}", file=sys.stderr)
@@ -115,4 +112,4 @@ def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = M
         background.close()  # everything received is written before the loop ends
     assert isinstance(sched.ended, End)
     return MasterReport(sched.ended, time.monotonic() - t0, busy, background.busy_s,
-                        getattr(link, "receive_s", 0.0), stored, notes)
+                        getattr(link, "receive_s", 0.0), stored)
