@@ -26,6 +26,9 @@ from farm.errors import EXIT_INTERRUPTED
 
 DATASETS = ("iterations", "fraction", "histogram", "done", "frame_done")
 TILES = 12 * 24
+# the zoom renders in a fraction of a second here; 5 ms a tile keeps an interrupted
+# render going for >= 1.4 s, so a poll cannot miss it however fast the machine is
+SLOW = {"FARM_TEST_TILE_DELAY": "0.005"}
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +52,11 @@ def assert_same(store: Path, ref: Path) -> None:
             assert np.array_equal(a[name][...], b[name][...]), name
 
 
-def start(job: Path, store: Path, env: dict | None = None) -> subprocess.Popen:
+def start(job: Path, store: Path) -> subprocess.Popen:
+    """A render slowed by SLOW, to be interrupted."""
     return subprocess.Popen([sys.executable, "-m", "farm", "render", str(job), "--store", str(store),
                              "--no-video", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, **(env or {})})
+                            text=True, env={**os.environ, **SLOW})
 
 
 @pytest.mark.parametrize("point,count", [("between-datasets", 40), ("before-flags", 20),
@@ -128,11 +132,11 @@ def test_resume_of_a_finished_store_is_harmless(tmp_path, zoom):
 def test_status_from_a_second_process_while_rendering(tmp_path):
     from conftest import job_text
 
-    job = tmp_path / "long.toml"  # long enough to be watched a few times
-    job.write_text(job_text(size=(96, 64), frames=80, width=("3", "1e-5"), tile=(16, 16),
+    job = tmp_path / "long.toml"  # with SLOW, long enough (>= 2.9 s) to be watched a few times
+    job.write_text(job_text(size=(96, 64), frames=24, width=("3", "1e-5"), tile=(16, 16),
                             max_iter="auto", center=("-0.7436", "0.1318")))
     store = tmp_path / "s.h5"
-    total = 80 * 24
+    total = 24 * 24
     proc = start(job, store)
     seen = []
     try:

@@ -84,7 +84,8 @@ def test_sbatch_requeued_twice_resumes_identical_and_encodes(tmp_path, write_job
 
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "FARM": f"{sys.executable} -m farm",
            "FARM_LAUNCH": f"{BIN / 'mpiexec'} -n 3", "FARM_GPUS": "0", "FARM_WORKERS": "2",
-           "FARM_RENDER_ARGS": "--share-devices --quiet"}
+           "FARM_RENDER_ARGS": "--share-devices --quiet",
+           "FARM_TEST_TILE_DELAY": "0.002"}  # >= 3.6 s a render: the polls cannot miss it
     submitted = subprocess.run([str(ROOT / "slurm" / "submit.sh"), str(job), "--overcommit"],
                                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert submitted.returncode == 0, submitted.stderr

@@ -24,11 +24,16 @@ from farm.schedule.transport import WorkerLink
 HEARTBEAT_S = 5.0
 
 
-def _injected_failure(rank: int) -> None:
-    """Testing aid: ``FARM_TEST_FAIL_RANKS=2,3`` makes those ranks fail every tile."""
+def _testing_aids(rank: int) -> None:
+    """Testing aids, read before each tile: ``FARM_TEST_FAIL_RANKS=2,3`` makes those
+    ranks fail every tile; ``FARM_TEST_TILE_DELAY=s`` sleeps s seconds, so that a test
+    can interrupt a small render mid-way however fast the machine is."""
     ranks = os.environ.get("FARM_TEST_FAIL_RANKS", "")
     if str(rank) in ranks.split(","):
         raise RuntimeError(f"injected failure on rank {rank} (FARM_TEST_FAIL_RANKS)")
+    delay = float(os.environ.get("FARM_TEST_TILE_DELAY", "0") or 0)
+    if delay > 0:
+        time.sleep(delay)
 
 
 def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: WorkerLink,
@@ -54,7 +59,7 @@ def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: Work
             while queued and len(running) < pipeline:
                 task = queued.popleft()
                 try:
-                    _injected_failure(link.rank)
+                    _testing_aids(link.rank)
                     frame = plan.frames[task.frame]
                     running.append((task, renderer.launch(frame, plan.grid.tile(task.tile))))
                 except Exception:

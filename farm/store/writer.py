@@ -75,17 +75,18 @@ class Finished:
     crc: int  # tile_crc(iterations, fraction)
 
 
-def _crash_point(name: str) -> None:
-    """Testing aid: ``FARM_TEST_CRASH_AT=name:n`` kills this process with SIGKILL the
-    n-th time it passes the point ``name`` (tests/test_checkpoint.py)."""
+def _crash_point(name: str, flagged: int) -> None:
+    """Testing aid: ``FARM_TEST_CRASH_AT=name:n`` kills this process with SIGKILL at
+    the first pass of the point ``name`` once at least n tiles have their ``done``
+    flag on disk (``flagged``). Counting flagged tiles rather than passes makes the
+    kill land mid-render however the tiles happen to be batched: every point is
+    passed again before the last flag is written (tests/test_checkpoint.py)."""
     want = os.environ.get("FARM_TEST_CRASH_AT")
     if not want:
         return
     point, _, count = want.partition(":")
-    if point == name:
-        _crash_point.seen = getattr(_crash_point, "seen", 0) + 1  # type: ignore[attr-defined]
-        if _crash_point.seen >= int(count or 1):  # type: ignore[attr-defined]
-            os.kill(os.getpid(), signal.SIGKILL)
+    if point == name and flagged >= int(count or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _chunk_offsets(dset: h5py.Dataset, grid_nx: int, tw: int, th: int) -> np.ndarray:
@@ -131,6 +132,7 @@ class StoreWriter:
             self.chunks = {name: _chunk_offsets(f[name], grid.nx, self.tw, self.th)
                            for name in ("iterations", "fraction")}
             self.done = f["done"][...].astype(bool)
+            self.flagged = int(self.done.sum())  # tiles whose done flag is on disk
             self.frame_done = f["frame_done"][...].astype(bool)
             runs = f["runs"][...]
             # the (F, T) bookkeeping, mirrored here and written as whole row spans
@@ -208,7 +210,7 @@ class StoreWriter:
         now = time.time()
         for r in results:
             self._pwrite(self._chunk(r.iterations, "<u4"), int(self.chunks["iterations"][r.frame, r.tile]))
-            _crash_point("between-datasets")
+            _crash_point("between-datasets", self.flagged)
             self._pwrite(self._chunk(r.fraction, "<f4"), int(self.chunks["fraction"][r.frame, r.tile]))
             for name, value in (("tiles/seconds", r.seconds), ("tiles/rank", r.rank),
                                 ("tiles/run", self.run), ("tiles/finished", now),
@@ -218,15 +220,16 @@ class StoreWriter:
         for name, values in self.meta.items():
             for frame, lo, hi in spans:
                 self._pwrite(values[frame, lo:hi], self._tile_meta_offset(name, frame, lo))
-        _crash_point("before-flags")
+        _crash_point("before-flags", self.flagged)
         for r in results:
             self.done[r.frame, r.tile] = True
             acc = self._histogram(r.frame)
             acc[r.hist_bins] += r.hist_counts
         flags = self.done.view(np.uint8)
         for frame, lo, hi in spans:
-            _crash_point("before-done-flag")
+            _crash_point("before-done-flag", self.flagged)
             self._pwrite(flags[frame, lo:hi], self._tile_meta_offset("done", frame, lo))
+            self.flagged += sum(r.frame == frame for r in results)
         complete = sorted({r.frame for r in results
                            if self.done[r.frame].all() and not self.frame_done[r.frame]})
         self._write_histograms(complete)
@@ -238,7 +241,7 @@ class StoreWriter:
         """Write the summed rows of complete frames, then their flags."""
         for f in frames:
             self._pwrite(self.hist.pop(f).tobytes(), self.offsets["histogram"] + f * self.bins * 8)
-            _crash_point("after-histogram-row")
+            _crash_point("after-histogram-row", self.flagged)
         for f in frames:
             self._pwrite(b"\x01", self.offsets["frame_done"] + f)
             self.frame_done[f] = True
@@ -306,6 +309,7 @@ class StoreWriter:
             if self.frame_done[f_idx]:
                 self._pwrite(b"\x00", self.offsets["frame_done"] + f_idx)
                 self.frame_done[f_idx] = False
+        self.flagged -= len(bad)
         return bad
 
     def pending(self) -> list[tuple[int, int]]:
