@@ -15,7 +15,7 @@
  * complex mantissa pair sharing one int exponent, value (m.x + i m.y) * 2^e, with
  * max(|m.x|, |m.y|) in [0.5, 1) (or m = 0), normalised after every step.
  *
- * Iteration skipping (double deltas): a bilinear-approximation table (built on the
+ * Iteration skipping (both formats): a bilinear-approximation table (built on the
  * host per frame, farm/numerics/bla.py) maps d at step m to d at step m + 2^j as
  * A d + B dc while |d| < R; the loop takes the longest such map that starts at m
  * (m - 1 a multiple of 2^j) and is valid, checks escape where it lands, and otherwise
@@ -45,10 +45,8 @@
 #define FORMAT_ARG_NAMES orbit, orbit_len, kx0, ky0, h_m, h_e, r2, bla_ab, bla_r, bla_off, \
                          bla_levels
 
-#ifndef PERTURB_FX
-
-/* The longest valid skip at step m (>= 1) for a pixel with delta (*dr, *di): applies
- * it and returns its length, or returns 0. Validity is monotone in the level (a map's
+/* The longest valid skip at step m (>= 1) for a delta of size at most dmax: returns
+ * 1 + its level, or 0 when none is valid. Validity is monotone in the level (a map's
  * radius never grows with its level, R = min(R1, ...), and a map that exists or fits
  * the remaining iterations implies its halves do): level 0 first, so a pixel that
  * cannot skip pays one load, then a binary search for the highest valid level. */
@@ -59,13 +57,10 @@ inline int bla_valid(__global const double *bla_r, __global const uint *bla_off,
     return idx < bla_off[j + 1] && (1u << j) <= room && dmax < bla_r[idx];
 }
 
-inline uint bla_take(__global const double4 *bla_ab, __global const double *bla_r,
-                     __global const uint *bla_off, uint bla_levels, uint m, uint room,
-                     double *dr, double *di, double dcr, double dci)
+inline uint bla_level(__global const double *bla_r, __global const uint *bla_off,
+                      uint bla_levels, uint m, uint room, double dmax)
 {
     const uint r = m - 1;
-    /* |d| <= sqrt(2) max(|dr|, |di|): no squares, which underflow below 1e-154 */
-    const double dmax = fmax(fabs(*dr), fabs(*di)) * 1.4142135623730951;
     if (!bla_valid(bla_r, bla_off, r, 0, room, dmax))
         return 0;
     /* level j starts maps at steps with (m - 1) % 2^j == 0 */
@@ -77,11 +72,34 @@ inline uint bla_take(__global const double4 *bla_ab, __global const double *bla_
         else
             hi = mid - 1;
     }
-    const double4 ab = bla_ab[bla_off[lo] + (r >> lo)];
+    return lo + 1;
+}
+
+/* The map (A.re, A.im, B.re, B.im) of level `level` starting at step m. */
+inline double4 bla_map(__global const double4 *bla_ab, __global const uint *bla_off, uint m,
+                       uint level)
+{
+    return bla_ab[bla_off[level] + ((m - 1) >> level)];
+}
+
+#ifndef PERTURB_FX
+
+/* The longest valid skip for the pixel with delta (*dr, *di): applies it and returns
+ * its length, or returns 0. */
+inline uint bla_take(__global const double4 *bla_ab, __global const double *bla_r,
+                     __global const uint *bla_off, uint bla_levels, uint m, uint room,
+                     double *dr, double *di, double dcr, double dci)
+{
+    /* |d| <= sqrt(2) max(|dr|, |di|): no squares, which underflow below 1e-154 */
+    const double dmax = fmax(fabs(*dr), fabs(*di)) * 1.4142135623730951;
+    const uint level = bla_level(bla_r, bla_off, bla_levels, m, room, dmax);
+    if (!level)
+        return 0;
+    const double4 ab = bla_map(bla_ab, bla_off, m, level - 1);
     const double nr = ab.x * *dr - ab.y * *di + ab.z * dcr - ab.w * dci;
     *di = ab.x * *di + ab.y * *dr + ab.z * dci + ab.w * dcr;
     *dr = nr;
-    return 1u << lo;
+    return 1u << (level - 1);
 }
 
 /* A cheap filter in front of bla_take: a map at step m needs |d| < R <= 2^-52 |Z(m)|
@@ -184,6 +202,46 @@ inline double2 fx_to_double(fx2 a)
     return a.e < -1100 ? (double2)(0.0, 0.0) : (double2)(ldexp(a.m.x, a.e), ldexp(a.m.y, a.e));
 }
 
+/* An upper bound of |a| as a double: sqrt(2) max(|m.x|, |m.y|) 2^e (0 below double's
+ * range, where every skip radius that is not 0 holds it). */
+inline double fx_bound(fx2 a)
+{
+    return a.e < -1100 ? 0.0 : ldexp(fmax(fabs(a.m.x), fabs(a.m.y)) * 1.4142135623730951, a.e);
+}
+
+/* The cheap filter of the double loop, on exponents: |d| >= 2^(d.e - 1), and a map at
+ * step m needs |d| < R <= 2^-52 |Z(m)| < 2^(-51.5 + E) with E - 1 = floor(log2
+ * max(|Z.x|, |Z.y|)), so a skip is impossible unless d.e < E - 50; this passes a little
+ * more (d.e < E - 48). E comes from the high words (a subnormal or 0 gives E <= -1022,
+ * where nothing passes). */
+inline bool fx_bla_worth_trying(fx2 d, double2 Z)
+{
+    const uint hi = max(as_uint2(Z.x).y & 0x7fffffffu, as_uint2(Z.y).y & 0x7fffffffu);
+    return d.e < (int)(hi >> 20) - 1022 - 48;
+}
+
+/* a b for a double complex a (any finite size: a map's A reaches 1e300 and beyond) */
+inline fx2 fx_mul_d(double2 a, fx2 b)
+{
+    const fx2 an = fx_norm(a, 0);
+    return fx_norm((double2)(an.m.x * b.m.x - an.m.y * b.m.y, an.m.x * b.m.y + an.m.y * b.m.x),
+                   an.e + b.e);
+}
+
+/* The longest valid skip for the pixel with delta *d: applies it (A d + B dc) and
+ * returns its length, or returns 0. */
+inline uint fx_bla_take(__global const double4 *bla_ab, __global const double *bla_r,
+                        __global const uint *bla_off, uint bla_levels, uint m, uint room,
+                        fx2 *d, fx2 dc)
+{
+    const uint level = bla_level(bla_r, bla_off, bla_levels, m, room, fx_bound(*d));
+    if (!level)
+        return 0;
+    const double4 ab = bla_map(bla_ab, bla_off, m, level - 1);
+    *d = fx_add(fx_mul_d(ab.xy, *d), fx_mul_d(ab.zw, dc));
+    return 1u << (level - 1);
+}
+
 inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2 *z, double2 *c)
 {
     const fx2 dc = fx_norm((double2)((double)(kx0 + 2 * (int)col) * h_m,
@@ -192,13 +250,23 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
     fx2 d = fx_norm((double2)(0.0, 0.0), 0);
     uint m = 0;
     for (uint n = 1; n <= max_iter; ++n) {
-        /* d <- (2 Z + d) d + dc, with 2 Z + d in doubles: |d| is then tiny or O(1) */
-        const double2 a = 2.0 * orbit[m] + fx_to_double(d);
-        d = fx_add(fx_norm((double2)(a.x * d.m.x - a.y * d.m.y, a.x * d.m.y + a.y * d.m.x), d.e), dc);
-        ++m;
-        const double2 dd = fx_to_double(d);
         const double2 Zm = orbit[m];
-        const double zr = Zm.x + dd.x, zi = Zm.y + dd.y;
+        uint len = 0;
+        if (m >= 1 && bla_levels && fx_bla_worth_trying(d, Zm)) {
+            len = fx_bla_take(bla_ab, bla_r, bla_off, bla_levels, m, max_iter - n + 1, &d, dc);
+            n += len ? len - 1 : 0; /* iterations n .. n + len - 1 are done */
+        }
+        if (!len) {
+            /* d <- (2 Z + d) d + dc, with 2 Z + d in doubles: |d| is then tiny or O(1) */
+            const double2 a = 2.0 * Zm + fx_to_double(d);
+            d = fx_add(fx_norm((double2)(a.x * d.m.x - a.y * d.m.y, a.x * d.m.y + a.y * d.m.x), d.e),
+                       dc);
+            len = 1;
+        }
+        m += len;
+        const double2 dd = fx_to_double(d);
+        const double2 Z = orbit[m];
+        const double zr = Z.x + dd.x, zi = Z.y + dd.y;
         const double mag = zr * zr + zi * zi;
         if (mag > r2) {
             *z = (double2)(zr, zi);

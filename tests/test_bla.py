@@ -6,7 +6,7 @@ import mpmath
 import numpy as np
 import pytest
 from conftest import make_spec
-from test_perturb import render_perturbed, seahorse_point
+from test_perturb import reference_of, render_perturbed, seahorse_point
 
 import farm.numerics as num
 from farm.numerics.bla import EPS, bla_table
@@ -55,13 +55,35 @@ def test_a_map_inside_its_radius_matches_the_steps_it_skips():
     assert EPS == 2.0**-53
 
 
+@pytest.mark.parametrize("width", ["1e-250", "1e-400"], ids=["double", "floatexp"])
 @pytest.mark.parametrize("center", [("0", "1"), "misiurewicz"], ids=["c=i", "seahorse-misiurewicz"])
-def test_images_with_and_without_skipping_agree(cl_device, center):
+def test_images_with_and_without_skipping_agree(cl_device, center, width):
+    """Double deltas at 1e-250, floatexp deltas (pixel spacing below 1e-305) at 1e-400."""
     center = seahorse_point() if center == "misiurewicz" else center
-    plan = make_plan(make_spec(size=(48, 32), center=center, width=("1e-250", "1e-250"),
+    plan = make_plan(make_spec(size=(48, 32), center=center, width=(width, width),
                                max_iter="auto", tile=(48, 32), precision="perturb"))
     skipped, _ = render_perturbed(cl_device, plan)
     plain, _ = render_perturbed(cl_device, plan, skipping=False)
     assert (skipped == plain).mean() >= 0.99
-    _, _, off = bla_table(plan.reference_orbit(), float(plan.frames[0].spacing) * 30)
+    with num.workprec(plan.frames[0].bits):
+        dc_max = num.float_at_least(plan.frames[0].spacing * 30)
+    _, _, off = bla_table(reference_of(plan), dc_max)
     assert len(off) - 1 >= 8  # the table offers long skips at this depth
+
+
+@pytest.mark.parametrize("width", ["1e-250", "1e-400"], ids=["double", "floatexp"])
+def test_the_kernel_takes_the_skips(cl_device, monkeypatch, width):
+    """Guards the agreement test above against skipping being silently off: with a
+    table whose maps send every delta to 0, a loop that skips renders another image."""
+    import farm.compute.render as render_mod
+
+    def sabotaged(orbit, dc_max):
+        ab, r, off = bla_table(orbit, dc_max)
+        return np.zeros_like(ab), r, off
+
+    plan = make_plan(make_spec(size=(24, 16), center=("0", "1"), width=(width, width),
+                               max_iter="auto", tile=(24, 16), precision="perturb"))
+    honest, _ = render_perturbed(cl_device, plan)
+    monkeypatch.setattr(render_mod, "bla_table", sabotaged)
+    broken, _ = render_perturbed(cl_device, plan)
+    assert (honest != broken).mean() > 0.5

@@ -37,8 +37,20 @@ def seahorse_point():
 LOCATIONS = {"seahorse-misiurewicz": seahorse_point, "c=i": lambda: ("0", "1")}
 
 
+_orbits: dict = {}
+
+
+def reference_of(plan):
+    """plan.reference_orbit(), computed once per plan choice in a test session (a deep
+    orbit takes seconds in mpmath)."""
+    key = (plan.spec, tuple((f.max_iter, f.precision) for f in plan.frames))
+    if key not in _orbits:
+        _orbits[key] = plan.reference_orbit()
+    return _orbits[key]
+
+
 def render_perturbed(cl_device, plan, frame=0, skipping=True):
-    return render_frame(cl_device, plan, frame, reference=plan.reference_orbit(), skipping=skipping)
+    return render_frame(cl_device, plan, frame, reference=reference_of(plan), skipping=skipping)
 
 
 def _plan(center, width, **kw):

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import mpmath
 import numpy as np
 import pyopencl as cl
 import pyopencl.cltypes as clt
@@ -187,7 +188,7 @@ class TileRenderer:
         """The per-frame kernel arguments of a perturbed frame, kept for the last few
         frames: the half pixel spacing (mantissa, exponent), the escape radius squared,
         then the frame's BLA table (ab, r, offsets buffers, levels), levels 0 (no
-        skipping) below double's range, or when skipping is off."""
+        skipping) when skipping is off."""
         return _recent(self._perturbed, frame.index, lambda: self._build_frame_args(frame))
 
     def _build_frame_args(self, frame: FramePlan) -> list:
@@ -195,10 +196,10 @@ class TileRenderer:
             h_m, h_e = num.frexp(frame.spacing / 2)
         levels = 0
         ab, r, off = np.zeros((1, 4)), np.zeros(1), np.zeros(2, dtype=np.uint32)
-        if (self.skipping and self._reference is not None
-                and frame.log10_spacing >= precision.PERTURB_FX_BELOW_LOG10):
+        if self.skipping and self._reference is not None:
             w, h = self.plan.spec.size
-            dc_max = float(frame.spacing) / 2 * float(np.hypot(w, h))
+            with num.workprec(frame.bits):  # |dc| <= half spacing x diagonal in pixels
+                dc_max = num.float_at_least(frame.spacing / 2 * mpmath.hypot(w, h))
             ab, r, off = bla_table(self._reference, dc_max)
             levels = len(off) - 1
             if levels == 0:

@@ -77,12 +77,17 @@ def decimal_text(x: mpmath.mpf, digits: int) -> str:
     return mpmath.nstr(x, digits, min_fixed=-5, max_fixed=8)
 
 
-
 def frexp(x: mpmath.mpf) -> tuple[float, int]:
     """(m, e) with x = m * 2**e, |m| in [0.5, 1) rounded to a double; works far below
     double's range (perturbation's pixel spacing at any depth)."""
     m, e = mpmath.frexp(x)
     return float(m), int(e)
+
+
+def float_at_least(x: mpmath.mpf) -> float:
+    """A double >= x > 0: x rounded up, or the smallest subnormal below double's range
+    (a safe bound for |dc| at any depth: bla.py's radii only shrink with it)."""
+    return max(math.nextafter(float(x), math.inf), math.ulp(0.0))
 
 
 def reference_orbit(center: tuple[str, str], bits: int, max_iter: int, r2: float,

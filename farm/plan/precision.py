@@ -28,7 +28,7 @@ MIN_SPACING = {
 # reference orbit's cost, and this bound keeps it sane.
 PERTURB_MIN_LOG10_SPACING = -3000.0
 # Below this pixel spacing, pixel offsets stop being normal doubles: perturbation runs
-# floatexp deltas (kernels/perturb.cl) and does not skip iterations.
+# floatexp deltas (kernels/perturb.cl), with the same iteration skipping.
 PERTURB_FX_BELOW_LOG10 = -305.0
 # Cheapest first, by the kernel rates on GPUs (BENCHMARKS.md).
 COST_ORDER = ("f64", "perturb", "fp128", "quad-single")
