@@ -69,7 +69,9 @@ def main() -> None:
     print(f"{'format':<12} {'local':>5} {'groups/CU':>9} {'seconds':>9} {'Giter/s':>9} {'/target':>8}")
     for fmt in args.formats.split(","):
         for cfg in configs:
-            row = bench_format(lambda plan, ref, c=cfg: TileRenderer(device, info, plan, c, reference=ref),
+            row = bench_format(lambda plan, ref, skip, c=cfg: TileRenderer(device, info, plan, c,
+                                                                          reference=ref,
+                                                                          skipping=skip),
                                fmt, workload)
             ratio = row.giters / TARGETS[fmt]
             rows.append({**row.__dict__, "local_size": cfg.local_size,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from conftest import run_farm
 
 
@@ -35,3 +37,15 @@ def test_bad_device_selector():
     assert result.returncode == 0 and "no device 7:9" in result.stdout
     result = run_farm("bench", "--device", "banana")
     assert result.returncode == 2 and "--device" in result.stderr
+
+
+def test_bench_reports_each_format_of_its_workload():
+    """`farm bench --json` on the CPU: the small workload, one row per format asked,
+    rates consistent with the work and time."""
+    result = run_farm("bench", "--device", "cpu", "--formats", "f64,perturb-fx", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [r["format"] for r in rows] == ["f64", "perturb-fx"]
+    for r in rows:
+        assert r["workload"] == "small" and r["pixels"] == 256 * 256 and r["seconds"] > 0
+        assert abs(r["giters"] - r["pixels"] * r["iterations"] / r["seconds"] / 1e9) < 1e-9 * r["giters"]
