@@ -75,6 +75,21 @@ inline uint bla_level(__global const double *bla_r, __global const uint *bla_off
     return lo + 1;
 }
 
+/* |x + i y| <= sqrt(2) max(|x|, |y|): a bound with no squares, which underflow below
+ * 1e-154 */
+inline double abs_bound(double x, double y)
+{
+    return fmax(fabs(x), fabs(y)) * 1.4142135623730951;
+}
+
+/* The high word of max(|x|, |y|): high words with the sign cleared order like the
+ * values, and adding k << 20 to one multiplies its double by 2^k (for the skip
+ * pre-checks, integer instructions beside the FP64 ones that bound the loops). */
+inline uint high_word_max(double x, double y)
+{
+    return max(as_uint2(x).y & 0x7fffffffu, as_uint2(y).y & 0x7fffffffu);
+}
+
 /* The map (A.re, A.im, B.re, B.im) of level `level` starting at step m. */
 inline double4 bla_map(__global const double4 *bla_ab, __global const uint *bla_off, uint m,
                        uint level)
@@ -90,9 +105,7 @@ inline uint bla_take(__global const double4 *bla_ab, __global const double *bla_
                      __global const uint *bla_off, uint bla_levels, uint m, uint room,
                      double *dr, double *di, double dcr, double dci)
 {
-    /* |d| <= sqrt(2) max(|dr|, |di|): no squares, which underflow below 1e-154 */
-    const double dmax = fmax(fabs(*dr), fabs(*di)) * 1.4142135623730951;
-    const uint level = bla_level(bla_r, bla_off, bla_levels, m, room, dmax);
+    const uint level = bla_level(bla_r, bla_off, bla_levels, m, room, abs_bound(*dr, *di));
     if (!level)
         return 0;
     const double4 ab = bla_map(bla_ab, bla_off, m, level - 1);
@@ -104,15 +117,12 @@ inline uint bla_take(__global const double4 *bla_ab, __global const double *bla_
 
 /* A cheap filter in front of bla_take: a map at step m needs |d| < R <= 2^-52 |Z(m)|
  * (bla.py, EPS = 2^-53), so a skip is impossible unless max(|dr|, |di|) is below about
- * 2^-51 max(|Z.x|, |Z.y|). Most steps fail that, so it is tested on the doubles' high
- * words (sign cleared, they order like the values; adding 51 << 20 multiplies by 2^51):
- * integer instructions beside the FP64 ones that bound this loop (H200: -1% to +6%
- * against the same test in doubles over five workloads, BENCHMARKS.md). */
+ * 2^-51 max(|Z.x|, |Z.y|). Most steps fail that, so it is tested on high words
+ * (H200: -1% to +6% against the same test in doubles over five workloads,
+ * BENCHMARKS.md). */
 inline bool bla_worth_trying(double dr, double di, double2 Z)
 {
-    const uint d = max(as_uint2(dr).y & 0x7fffffffu, as_uint2(di).y & 0x7fffffffu);
-    const uint z = max(as_uint2(Z.x).y & 0x7fffffffu, as_uint2(Z.y).y & 0x7fffffffu);
-    return d + (51u << 20) < z;
+    return high_word_max(dr, di) + (51u << 20) < high_word_max(Z.x, Z.y);
 }
 
 inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2 *z, double2 *c)
@@ -206,7 +216,7 @@ inline double2 fx_to_double(fx2 a)
  * range, where every skip radius that is not 0 holds it). */
 inline double fx_bound(fx2 a)
 {
-    return a.e < -1100 ? 0.0 : ldexp(fmax(fabs(a.m.x), fabs(a.m.y)) * 1.4142135623730951, a.e);
+    return a.e < -1100 ? 0.0 : ldexp(abs_bound(a.m.x, a.m.y), a.e);
 }
 
 /* The cheap filter of the double loop, on exponents: |d| >= 2^(d.e - 1), and a map at
@@ -216,16 +226,20 @@ inline double fx_bound(fx2 a)
  * where nothing passes). */
 inline bool fx_bla_worth_trying(fx2 d, double2 Z)
 {
-    const uint hi = max(as_uint2(Z.x).y & 0x7fffffffu, as_uint2(Z.y).y & 0x7fffffffu);
-    return d.e < (int)(hi >> 20) - 1022 - 48;
+    return d.e < (int)(high_word_max(Z.x, Z.y) >> 20) - 1022 - 48;
+}
+
+/* the complex product a b */
+inline double2 cmul(double2 a, double2 b)
+{
+    return (double2)(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
 }
 
 /* a b for a double complex a (any finite size: a map's A reaches 1e300 and beyond) */
 inline fx2 fx_mul_d(double2 a, fx2 b)
 {
     const fx2 an = fx_norm(a, 0);
-    return fx_norm((double2)(an.m.x * b.m.x - an.m.y * b.m.y, an.m.x * b.m.y + an.m.y * b.m.x),
-                   an.e + b.e);
+    return fx_norm(cmul(an.m, b.m), an.e + b.e);
 }
 
 /* The longest valid skip for the pixel with delta *d: applies it (A d + B dc) and
@@ -259,8 +273,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
         if (!len) {
             /* d <- (2 Z + d) d + dc, with 2 Z + d in doubles: |d| is then tiny or O(1) */
             const double2 a = 2.0 * Zm + fx_to_double(d);
-            d = fx_add(fx_norm((double2)(a.x * d.m.x - a.y * d.m.y, a.x * d.m.y + a.y * d.m.x), d.e),
-                       dc);
+            d = fx_add(fx_norm(cmul(a, d.m), d.e), dc);
             len = 1;
         }
         m += len;
