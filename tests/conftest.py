@@ -143,6 +143,12 @@ def tiles_done(store: Path) -> int:
         return int(f["done"][...].sum())
 
 
+# Renders that a test interrupts: the small test zooms render in well under a second,
+# so every worker sleeps 5 ms a tile (farm/schedule/worker.py) and a poll cannot miss
+# the render however fast the machine is.
+SLOW = {"FARM_TEST_TILE_DELAY": "0.005"}
+
+
 def wait_for_tiles(proc: subprocess.Popen, store: Path, at_least: int, timeout: float = 120) -> int:
     """Wait until the render ``proc`` has stored ``at_least`` tiles; fail if it ends first."""
     import time

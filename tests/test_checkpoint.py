@@ -20,15 +20,12 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from conftest import run_farm, tiles_done, wait_for_tiles
+from conftest import SLOW, run_farm, tiles_done, wait_for_tiles
 
 from farm.errors import EXIT_INTERRUPTED
 
 DATASETS = ("iterations", "fraction", "histogram", "done", "frame_done")
-TILES = 12 * 24
-# the zoom renders in a fraction of a second here; 5 ms a tile keeps an interrupted
-# render going for >= 1.4 s, so a poll cannot miss it however fast the machine is
-SLOW = {"FARM_TEST_TILE_DELAY": "0.005"}
+TILES = 12 * 24  # with SLOW, an interrupted render of the zoom lasts >= 1.4 s
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from conftest import run_farm, wait_for_tiles
+from conftest import SLOW, run_farm, wait_for_tiles
 
 MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
 pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
@@ -24,11 +24,11 @@ DATASETS = ("iterations", "fraction", "histogram", "done", "frame_done")
 
 
 def mpi_start(n: int, *args: str) -> subprocess.Popen:
-    """``mpiexec -n N python -m farm ARGS`` in the background, slowed to 5 ms a tile
-    (FARM_TEST_TILE_DELAY) so that a test can interrupt it mid-way."""
+    """``mpiexec -n N python -m farm ARGS`` in the background, slowed by SLOW so that
+    a test can interrupt it mid-way."""
     return subprocess.Popen([MPIEXEC, "-n", str(n), sys.executable, "-m", "farm", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "FARM_TEST_TILE_DELAY": "0.005"})
+                            env={**os.environ, **SLOW})
 
 
 def mpi_farm(n: int, *args: str, mpi4py: bool = False, env: dict | None = None,
