@@ -110,7 +110,14 @@ def status_text(info: dict[str, Any]) -> str:
 
 
 def devices_text(selector: str | None) -> str:
-    from farm.compute.device import candidates, list_devices, missing_driver_hint, selector_from_env
+    from farm.compute.device import (
+        build_problem,
+        candidates,
+        compiler_hint,
+        list_devices,
+        missing_driver_hint,
+        selector_from_env,
+    )
     from farm.errors import FarmError
     from farm.schedule import transport
 
@@ -123,16 +130,25 @@ def devices_text(selector: str | None) -> str:
         error = ""
     except FarmError as err:
         chosen, error = [], str(err)
+    broken = False
     for info, _ in devs:
         mark = "*" if info in chosen else " "
-        lines.append(f"{mark} {info.describe()}")
+        problem = build_problem(info)
+        broken = broken or problem is not None
+        lines.append(f"{mark} {info.describe()}" + (f"\n      cannot compile kernels: {problem}"
+                                                    if problem else ""))
     if chosen:
         lines.append(f"* = candidates for --device {sel}; one process uses {chosen[0].ref}, "
                      f"MPI worker k of a node uses candidate k")
     if error:
         lines.append(f"selector {sel!r}: {error}")
+    if broken:
+        lines.append("a device that cannot compile kernels is never used; " + compiler_hint())
     if not any(i.kind == "GPU" for i, _ in devs):
-        lines.append("no GPU: " + missing_driver_hint())
+        hint = missing_driver_hint()
+        if chosen and hint.startswith("for a CPU device"):  # PoCL is there and works
+            hint = "renders run on the CPU device above; for a GPU install its vendor's OpenCL driver"
+        lines.append("no GPU: " + hint)
     if comm is not None:
         lines = _mpi_bindings(comm, sel) + ([""] + lines if comm.Get_rank() == 0 else [])
         return "\n".join(lines) if comm.Get_rank() == 0 else ""

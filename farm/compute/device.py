@@ -14,6 +14,7 @@ machines often list PoCL next to a GPU driver.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import shutil
@@ -86,11 +87,52 @@ def list_devices() -> list[tuple[DeviceInfo, cl.Device]]:
     return out
 
 
+_PROBE = "__kernel void probe(__global double *a) { a[get_global_id(0)] *= 2.0; }"
+
+
+@functools.cache
+def build_problem(info: DeviceInfo) -> str | None:
+    """Why ``info``'s device cannot compile kernels (one line), or None when it can.
+
+    Found by building a tiny program: PoCL 3.0 from pip (LLVM 14) fails this way on
+    processors LLVM 14 does not know (AMD Zen 4 and 5, for example), and such a
+    device must not be chosen over one that works. Costs one small build a device
+    per process (PoCL caches the binary)."""
+    dev = next(d for i, d in list_devices() if i == info)
+    try:
+        cl.Program(cl.Context([dev]), _PROBE).build()
+    except cl.Error as err:
+        lines = [ln.strip() for ln in str(err).splitlines() if "error" in ln.lower()]
+        return lines[-1] if lines else str(err).splitlines()[0]
+    return None
+
+
+def _usable(devs: list[tuple[DeviceInfo, cl.Device]]) -> list[tuple[DeviceInfo, cl.Device]]:
+    """The devices that compile kernels; a DeviceError naming each failure if none does."""
+    good = [d for d in devs if build_problem(d[0]) is None]
+    if devs and not good:
+        reasons = "; ".join(f"{i.ref} {i.name}: {build_problem(i)}" for i, _ in devs)
+        raise DeviceError(f"no OpenCL device can compile kernels ({reasons}); "
+                          + compiler_hint())
+    return good
+
+
+def compiler_hint() -> str:
+    return ("PoCL 3.0 from pip is built with LLVM 14, which does not know newer CPUs; install "
+            "your distribution's PoCL instead (Debian/Ubuntu: `apt-get install pocl-opencl-icd`)")
+
+
 def candidates(selector: str = "auto") -> list[tuple[DeviceInfo, cl.Device]]:
-    """Devices a render may use, in binding order."""
+    """Devices a render may use, in binding order (devices that cannot compile kernels
+    are left out)."""
     devs = list_devices()
     if not devs:
         raise DeviceError("no OpenCL platform found; " + missing_driver_hint())
+    return _usable(_select(devs, selector))
+
+
+def _select(devs: list[tuple[DeviceInfo, cl.Device]],
+            selector: str) -> list[tuple[DeviceInfo, cl.Device]]:
     if selector in ("auto", "gpu", "cpu"):
         gpus = [d for d in devs if d[0].kind == "GPU"]
         if selector == "gpu" or (selector == "auto" and gpus):
