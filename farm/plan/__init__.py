@@ -146,5 +146,4 @@ def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None) ->
             fmt = _frame_precision(spec.render.precision, k, log10_s)
         frames.append(FramePlan(k, width, spacing, log10_s, max_iter, fmt,
                                 num.coordinate_bits(spacing)))
-    tw, th = spec.render.tile
-    return Plan(spec, tuple(frames), TileGrid(w_px, h_px, tw, th))
+    return Plan(spec, tuple(frames), TileGrid.fitted(w_px, h_px, *spec.render.tile))

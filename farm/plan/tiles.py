@@ -2,7 +2,10 @@
 
 Tiles are numbered row-major: tile ``t`` sits at column ``t % nx``, row ``t // nx``.
 Tiles on the right and bottom edges are cut to the image; the store still keeps a
-full ``tile_h x tile_w`` chunk for them.
+full ``tile_h x tile_w`` chunk for them. A tile is never larger than the image: the
+spec's tile size is cut to it (:meth:`TileGrid.fitted`), so a 1280x720 image with the
+default 1024x1024 tile has 1024x720 tiles (HDF5 refuses chunks larger than a
+dataset's fixed dimensions).
 """
 
 from __future__ import annotations
@@ -41,6 +44,12 @@ class TileGrid:
     @property
     def count(self) -> int:
         return self.nx * self.ny
+
+    @classmethod
+    def fitted(cls, width: int, height: int, tile_w: int, tile_h: int) -> TileGrid:
+        """The grid of a ``width x height`` image with tiles of at most ``tile_w x tile_h``,
+        cut to the image."""
+        return cls(width, height, min(tile_w, width), min(tile_h, height))
 
     def tile(self, t: int) -> Tile:
         if not 0 <= t < self.count:

@@ -84,7 +84,7 @@ def create(path: str | os.PathLike[str], plan: Plan, orbit: np.ndarray | None = 
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     spec = plan.spec
     w, h = spec.size
-    tw, th = spec.render.tile
+    tw, th = plan.grid.tile_w, plan.grid.tile_h
     f_count, t_count = len(plan.frames), plan.grid.count
     try:
         with h5py.File(tmp, "w", libver="earliest") as f:

@@ -17,6 +17,7 @@ import numpy as np
 from farm import spec as specmod
 from farm.errors import StoreError
 from farm.plan import Plan, make_plan
+from farm.raw import RawFrame
 from farm.store import layout
 
 
@@ -83,6 +84,10 @@ class Store:
 
     def histogram(self, frame: int) -> np.ndarray:
         return self.file["histogram"][frame]
+
+    def raw(self, frame: int) -> RawFrame:
+        """Everything colouring needs of one frame (see :mod:`farm.raw`)."""
+        return RawFrame(frame, self.iterations(frame), self.fraction(frame), self.histogram(frame))
 
     # ------------------------------------------------------------------ progress
     def status(self, now: float | None = None) -> dict[str, Any]:
