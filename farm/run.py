@@ -207,7 +207,7 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
     finally:
         comm.bcast(plan, root=0)  # None tells the workers to go home
     transport.bcast_array(comm, orbit)
-    link = transport.MpiMaster(comm)
+    link = transport.MpiMaster(comm, plan.channels)
     print(f"farm: master on {host}, {len(link.workers)} worker(s)", file=sys.stderr)
     try:
         report = _master_session(plan, store_path, link, len(link.workers), options)

@@ -28,8 +28,8 @@ def _fake_tile(plan, f, t, seed):
     fr = rng.random((tile.height, tile.width), dtype=np.float32)
     counts = np.bincount(it.ravel())
     bins = np.flatnonzero(counts)
-    return Finished(f, t, it, fr, bins.astype(np.int64), counts[bins].astype(np.int64), 0.01, 1,
-                    tile_crc(it, fr))
+    return Finished(f, t, {"iterations": it, "fraction": fr}, bins.astype(np.int64),
+                    counts[bins].astype(np.int64), 0.01, 1, tile_crc(it, fr))
 
 
 def test_layout(tmp_path):

@@ -64,15 +64,23 @@ class LaunchConfig:
 
 @dataclass
 class TileResult:
-    """One rendered tile; arrays are ``(tile.height, tile.width)`` row-major."""
+    """One rendered tile: one array per channel of the plan (farm/plan/channels.py), in
+    the plan's order, each ``(tile.height, tile.width[, depth])`` row-major."""
 
     frame: int
     tile: int
-    iterations: np.ndarray  # uint32 escape counts (0: interior)
-    fraction: np.ndarray  # float32 smooth offsets
+    arrays: dict[str, np.ndarray]  # "iterations" uint32 (0: interior), "fraction" float32, ...
     hist_bins: np.ndarray  # int64 counts n that occur in the tile, ascending
     hist_counts: np.ndarray  # int64 pixels per bin
     kernel_seconds: float  # device time of the kernel (profiling events)
+
+    @property
+    def iterations(self) -> np.ndarray:
+        return self.arrays["iterations"]
+
+    @property
+    def fraction(self) -> np.ndarray:
+        return self.arrays["fraction"]
 
 
 @dataclass
@@ -82,10 +90,9 @@ class _Slot:
 
     xs: cl.Buffer
     ys: cl.Buffer
-    iterations: cl.Buffer
-    fraction: cl.Buffer
+    outputs: list[cl.Buffer]  # one per channel, in the plan's order
     hist: cl.Buffer
-    staging: list[np.ndarray]  # pinned: iterations (uint32), fraction (float32), hist
+    staging: list[np.ndarray]  # pinned: one per channel, then the histogram
     pinned: list[cl.Buffer]  # the host buffers behind staging (kept mapped)
     busy: bool = False
 
@@ -156,8 +163,8 @@ class TileRenderer:
     def _new_slot(self) -> _Slot:
         mf, grid = cl.mem_flags, self.plan.grid
         npix, coord = grid.tile_w * grid.tile_h, 16  # the widest coordinate: uint4/float4
-        shapes = [(npix, np.dtype(np.uint32)), (npix, np.dtype(np.float32)),
-                  (self.plan.bins, np.dtype(self.hist_dtype))]
+        shapes = [(npix * c.depth, np.dtype(c.dtype)) for c in self.plan.channels]
+        shapes.append((self.plan.bins, np.dtype(self.hist_dtype)))
         pinned, staging = [], []
         flags: Any = cl.map_flags.READ | cl.map_flags.WRITE
         for count, dtype in shapes:
@@ -166,10 +173,9 @@ class TileRenderer:
                                                 is_blocking=True)
             pinned.append(buf)
             staging.append(mapped[0])
+        outputs = [cl.Buffer(self.ctx, mf.WRITE_ONLY, c.nbytes(npix)) for c in self.plan.channels]
         return _Slot(cl.Buffer(self.ctx, mf.READ_ONLY, coord * grid.tile_w),
-                     cl.Buffer(self.ctx, mf.READ_ONLY, coord * grid.tile_h),
-                     cl.Buffer(self.ctx, mf.WRITE_ONLY, 4 * npix),
-                     cl.Buffer(self.ctx, mf.WRITE_ONLY, 4 * npix),
+                     cl.Buffer(self.ctx, mf.READ_ONLY, coord * grid.tile_h), outputs,
                      cl.Buffer(self.ctx, mf.READ_WRITE, 8 * self.plan.bins), staging, pinned)
 
     # ----------------------------------------------------------------- coordinates
@@ -257,12 +263,12 @@ class TileRenderer:
             global_size = min(-(-npix // local) * local, cap)
             kev = self._kernel(frame)(q, (global_size,), (local,), *args, np.uint32(tile.width),
                                       np.uint32(npix), np.uint32(frame.max_iter),
-                                      slot.iterations, slot.fraction, slot.hist, wait_for=uploads)
-            it_s, fr_s, hist_s = slot.staging
-            readbacks = [
-                cl.enqueue_copy(q, it_s[:npix], slot.iterations, is_blocking=False),
-                cl.enqueue_copy(q, fr_s[:npix], slot.fraction, is_blocking=False),
-                cl.enqueue_copy(q, hist_s[:frame.bins], slot.hist, is_blocking=False)]
+                                      *slot.outputs, slot.hist, wait_for=uploads)
+            readbacks = [cl.enqueue_copy(q, stage[:npix * c.depth], buf, is_blocking=False)
+                         for c, stage, buf in zip(self.plan.channels, slot.staging, slot.outputs,
+                                                  strict=False)]
+            readbacks.append(cl.enqueue_copy(q, slot.staging[-1][:frame.bins], slot.hist,
+                                             is_blocking=False))
             q.flush()
             return _Launch(frame, tile, kev, readbacks, slot, keep)
         except BaseException:  # nothing was launched: the slot is free again
@@ -282,17 +288,16 @@ class TileRenderer:
         except BaseException:
             slot.busy = False
             raise
-        it_s, fr_s, hist_s = slot.staging
-        iterations = it_s[:npix].reshape(tile.height, tile.width).copy()
-        fraction = fr_s[:npix].reshape(tile.height, tile.width).copy()
-        hist = hist_s[:launch.frame.bins]
+        arrays = {c.name: stage[:npix * c.depth].reshape(c.shape(tile.height, tile.width)).copy()
+                  for c, stage in zip(self.plan.channels, slot.staging, strict=False)}
+        hist = slot.staging[-1][:launch.frame.bins]
         bins = np.flatnonzero(hist)
         counts = hist[bins].astype(np.int64)
         slot.busy = False
         kev = launch.kernel_event
         seconds = (kev.profile.end - kev.profile.start) * 1e-9
-        return TileResult(launch.frame.index, tile.index, iterations, fraction,
-                          bins.astype(np.int64), counts, seconds)
+        return TileResult(launch.frame.index, tile.index, arrays, bins.astype(np.int64), counts,
+                          seconds)
 
     def render(self, frame: FramePlan, tile: Tile) -> TileResult:
         return self.finish(self.launch(frame, tile))

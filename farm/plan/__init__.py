@@ -13,10 +13,11 @@ from typing import Any
 import farm.numerics as num
 from farm.errors import SpecError
 from farm.plan import precision
+from farm.plan.channels import BASE, Channel
 from farm.plan.tiles import Tile, TileGrid
 from farm.spec import JobSpec, canonical_text, parse_text
 
-__all__ = ["FramePlan", "Plan", "Tile", "TileGrid", "auto_max_iter", "make_plan"]
+__all__ = ["Channel", "FramePlan", "Plan", "Tile", "TileGrid", "auto_max_iter", "make_plan"]
 
 
 def auto_max_iter(log10_zoom: float) -> int:
@@ -58,6 +59,12 @@ class Plan:
     def bins(self) -> int:
         """Histogram row length in the store: the largest frame's ``max_iter + 1``."""
         return max(f.bins for f in self.frames)
+
+    @property
+    def channels(self) -> tuple[Channel, ...]:
+        """The per-pixel channels every tile carries, in kernel-argument and message
+        order (farm.plan.channels)."""
+        return BASE
 
     @property
     def perturbed(self) -> list[FramePlan]:

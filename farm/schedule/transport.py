@@ -5,13 +5,14 @@ Both transports give the master a :class:`MasterLink` and each worker a
 This is the one module that imports mpi4py, and only when MPI is in use.
 
 MPI messages are numpy buffers sent with mpi4py's buffer (uppercase) calls, never
-pickles, except the plan, broadcast once at start. A tile result is three messages,
-sent straight from the arrays the device wrote (no packing copy)::
+pickles, except the plan, broadcast once at start. A tile result is a header and one
+message per channel of the plan (farm/plan/channels.py), sent straight from the
+arrays the device wrote (no packing copy)::
 
-    TAG_RESULT  int64[9] header: frame, tile, attempt, height, width, nbins, kernel ns,
-                rank, crc; then int64[nbins] bins, int64[nbins] counts
-    TAG_ITERS   uint32[h*w] iterations
-    TAG_FRAC    float32[h*w] fraction
+    TAG_RESULT       int64[9] header: frame, tile, attempt, height, width, nbins,
+                     kernel ns, rank, crc; then int64[nbins] bins, int64[nbins] counts
+    TAG_CHANNEL + k  channel k's h*w*depth values (iterations uint32, fraction
+                     float32, then any others), in the plan's order
 
 The master polls with ``Iprobe`` and a growing sleep (0.1 ms up to 1 ms), so it
 notices signals and silent workers while it waits, and answers a worker's blocking
@@ -34,12 +35,14 @@ from typing import Protocol
 import numpy as np
 
 from farm.compute.render import TileResult
+from farm.plan import Channel
 from farm.schedule.state import Event, Failed, Finished, Heard, Joined, Lost, Task
 from farm.store.writer import Finished as Stored
 from farm.store.writer import tile_crc
 
-(TAG_TASK, TAG_STOP, TAG_READY, TAG_RESULT, TAG_FAILED, TAG_HEARTBEAT, TAG_LOST, TAG_BYE,
- TAG_ITERS, TAG_FRAC) = range(10)
+(TAG_TASK, TAG_STOP, TAG_READY, TAG_RESULT, TAG_FAILED, TAG_HEARTBEAT, TAG_LOST,
+ TAG_BYE) = range(8)
+TAG_CHANNEL = 16  # + the channel's index in the plan
 HEADER = 9
 
 
@@ -65,9 +68,8 @@ class WorkerLink(Protocol):
 
 def stored(result: TileResult, rank: int) -> Stored:
     """What the store needs of a result; the crc is computed here, on the worker's side."""
-    return Stored(result.frame, result.tile, result.iterations, result.fraction,
-                  result.hist_bins, result.hist_counts, result.kernel_seconds, rank,
-                  tile_crc(result.iterations, result.fraction))
+    return Stored(result.frame, result.tile, result.arrays, result.hist_bins, result.hist_counts,
+                  result.kernel_seconds, rank, tile_crc(*result.arrays.values()))
 
 
 # ============================================================================ threads
@@ -204,27 +206,31 @@ def _task_buffer(task: Task) -> np.ndarray:
 
 
 def result_header(task: Task, result: TileResult, rank: int) -> np.ndarray:
-    """The first of a result's three messages: header, then the sparse histogram."""
-    h, w = result.iterations.shape
+    """The first of a result's messages: header, then the sparse histogram."""
+    h, w = result.iterations.shape[:2]
     header = np.array([task.frame, task.tile, task.attempt, h, w, len(result.hist_bins),
                        int(result.kernel_seconds * 1e9), rank,
-                       tile_crc(result.iterations, result.fraction)], dtype=np.int64)
+                       tile_crc(*result.arrays.values())], dtype=np.int64)
     return np.concatenate([header, result.hist_bins, result.hist_counts])
 
 
-def result_from(header: np.ndarray, iterations: np.ndarray, fraction: np.ndarray) -> tuple[Task, Stored]:
+def result_from(header: np.ndarray, arrays: list[np.ndarray],
+                channels: tuple[Channel, ...]) -> tuple[Task, Stored]:
+    """A result from its header and the flat arrays of its channel messages."""
     frame, tile, attempt, h, w, n, ns, rank, crc = (int(x) for x in header[:HEADER])
     bins, counts = header[HEADER:HEADER + n], header[HEADER + n:HEADER + 2 * n]
-    return Task(frame, tile, attempt), Stored(frame, tile, iterations.reshape(h, w),
-                                              fraction.reshape(h, w), bins, counts, ns * 1e-9,
-                                              rank, crc)
+    shaped = {c.name: a.view(c.dtype).reshape(c.shape(h, w))
+              for c, a in zip(channels, arrays, strict=True)}
+    return Task(frame, tile, attempt), Stored(frame, tile, shaped, bins, counts, ns * 1e-9, rank, crc)
 
 
 def _collect(comm, source: int, timeout: float, max_sleep: float = 0.001,
-             timer: list[float] | None = None) -> list[tuple[int, int, np.ndarray]]:
+             timer: list[float] | None = None,
+             channels: tuple[Channel, ...] = ()) -> list[tuple[int, int, np.ndarray]]:
     """Receive every message waiting from ``source`` as (source, tag, bytes); when
     none is waiting, probe again after 0.1 ms, doubling up to ``max_sleep``, until
-    ``timeout``. ``timer[0]`` accumulates the seconds spent receiving."""
+    ``timeout``. A result's channel messages are received right after its header.
+    ``timer[0]`` accumulates the seconds spent receiving."""
     from mpi4py import MPI
 
     status = MPI.Status()
@@ -240,10 +246,10 @@ def _collect(comm, source: int, timeout: float, max_sleep: float = 0.001,
             out.append((src, tag, buf))
             if tag == TAG_RESULT:  # its arrays follow at once, from the same worker
                 h, w = (int(x) for x in buf[:HEADER * 8].view(np.int64)[3:5])
-                for follow, dtype in ((TAG_ITERS, np.uint32), (TAG_FRAC, np.float32)):
-                    arr = np.empty(h * w, dtype=dtype)
-                    comm.Recv([arr, MPI.BYTE], source=src, tag=follow)
-                    out.append((src, follow, arr))
+                for k, c in enumerate(channels):
+                    arr = np.empty(c.nbytes(h * w), dtype=np.uint8)
+                    comm.Recv([arr, MPI.BYTE], source=src, tag=TAG_CHANNEL + k)
+                    out.append((src, TAG_CHANNEL + k, arr))
         if timer is not None and out:
             timer[0] += time.monotonic() - t0
         remaining = deadline - time.monotonic()
@@ -254,11 +260,12 @@ def _collect(comm, source: int, timeout: float, max_sleep: float = 0.001,
 
 
 class MpiMaster:
-    def __init__(self, comm):
+    def __init__(self, comm, channels: tuple[Channel, ...]):
         from mpi4py import MPI
 
         self.MPI = MPI
         self.comm = comm
+        self.channels = channels
         self.workers = list(range(1, comm.Get_size()))
         self._sends: list = []
         self._released: set[int] = set()
@@ -270,16 +277,19 @@ class MpiMaster:
         return self._receive[0]
 
     def poll(self, timeout: float) -> list[Event]:
-        messages = _collect(self.comm, self.MPI.ANY_SOURCE, timeout, timer=self._receive)
+        messages = _collect(self.comm, self.MPI.ANY_SOURCE, timeout, timer=self._receive,
+                            channels=self.channels)
         self._sends = [r for r in self._sends if not r[0].Test()]
         events: list[Event] = []
+        n = len(self.channels)
         for k, (src, tag, buf) in enumerate(messages):
             if tag == TAG_BYE:
                 self._said_bye.add(src)
             elif tag == TAG_RESULT:
-                task, result = result_from(buf.view(np.int64), messages[k + 1][2], messages[k + 2][2])
+                arrays = [m[2] for m in messages[k + 1:k + 1 + n]]
+                task, result = result_from(buf.view(np.int64), arrays, self.channels)
                 events.append(Finished(src, task, result))
-            elif tag not in (TAG_ITERS, TAG_FRAC):
+            elif tag < TAG_CHANNEL:
                 events.append(self._event(src, tag, buf))
         return events
 
@@ -342,8 +352,8 @@ class MpiWorker:
         GPU waits took ~230 ms for 2 MB (Open MPI, fragments, 2026-11-21 on an H200)."""
         MPI = self.MPI
         self.comm.Send([result_header(task, result, self.rank), MPI.BYTE], dest=0, tag=TAG_RESULT)
-        self.comm.Send([np.ascontiguousarray(result.iterations), MPI.BYTE], dest=0, tag=TAG_ITERS)
-        self.comm.Send([np.ascontiguousarray(result.fraction), MPI.BYTE], dest=0, tag=TAG_FRAC)
+        for k, arr in enumerate(result.arrays.values()):
+            self.comm.Send([np.ascontiguousarray(arr), MPI.BYTE], dest=0, tag=TAG_CHANNEL + k)
 
     def failed(self, task: Task, error: str) -> None:
         self._send(np.concatenate([_task_buffer(task).view(np.uint8), _text(error)]), TAG_FAILED)

@@ -11,6 +11,7 @@ Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
     /                       attrs: spec (canonical TOML), format, created
     iterations  uint32 (F, H, W)  escape counts; chunk = one tile (1, th, tw)
     fraction    float32 (F, H, W) smooth offset d: continuous count n + d
+    (further per-pixel channels the plan asks for, farm/plan/channels.py, chunked alike)
     done        uint8 (F, T)      1 when the tile's data above is durable
     histogram   int64 (F, N)      histogram[f, n] = pixels of frame f with count n
     frame_done  uint8 (F,)        1 when histogram[f] is written (all tiles done)
@@ -21,7 +22,8 @@ Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
     tiles/rank         int16 (F, T)    MPI rank that rendered it (0: in-process)
     tiles/run          int16 (F, T)    index into runs
     tiles/finished     float64 (F, T)  unix time the master received it
-    tiles/crc          uint32 (F, T)   crc32 of the tile's iterations then fraction bytes
+    tiles/crc          uint32 (F, T)   crc32 of the tile's channel bytes: iterations,
+                                       fraction, then any further channels
     reference/orbit  float64 (L, 2)  perturbation's reference orbit Z(0) .. Z(L-1) at the
                 view centre (only when some frame is perturbed); attrs bits, iterations
     runs        (RUNS,) one row per render or resume: started, ended (unix time),
@@ -91,8 +93,9 @@ def create(path: str | os.PathLike[str], plan: Plan, orbit: np.ndarray | None = 
             f.attrs["spec"] = canonical_text(spec)
             f.attrs["format"] = FORMAT
             f.attrs["created"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-            _fixed(f, "iterations", (f_count, h, w), "<u4", chunks=(1, th, tw))
-            _fixed(f, "fraction", (f_count, h, w), "<f4", chunks=(1, th, tw))
+            for c in plan.channels:  # iterations, fraction, then any others
+                shape = (f_count, *c.shape(h, w))
+                _fixed(f, c.name, shape, c.dtype, chunks=(1, *c.shape(th, tw)))
             _fixed(f, "done", (f_count, t_count), "u1")
             _fixed(f, "histogram", (f_count, plan.bins), "<i8")
             _fixed(f, "frame_done", (f_count,), "u1")

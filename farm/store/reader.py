@@ -85,6 +85,10 @@ class Store:
     def histogram(self, frame: int) -> np.ndarray:
         return self.file["histogram"][frame]
 
+    def channel(self, name: str, frame: int) -> np.ndarray:
+        """One per-pixel channel of a frame: (H, W) or (H, W, depth)."""
+        return self.file[name][frame]
+
     def raw(self, frame: int) -> RawFrame:
         """Everything colouring needs of one frame (see :mod:`farm.raw`)."""
         return RawFrame(frame, self.iterations(frame), self.fraction(frame), self.histogram(frame))

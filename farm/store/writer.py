@@ -49,15 +49,18 @@ import h5py
 import numpy as np
 
 from farm.errors import StoreError
-from farm.plan import Plan
+from farm.plan import Channel, Plan
 from farm.store import layout
 
 
-def tile_crc(iterations: np.ndarray, fraction: np.ndarray) -> int:
-    """crc32 of a tile's iterations bytes followed by its fraction bytes (tile-sized,
-    row-major). Workers compute it, so the master only writes it down."""
-    return zlib.crc32(np.ascontiguousarray(fraction).data,
-                      zlib.crc32(np.ascontiguousarray(iterations).data))
+def tile_crc(*arrays: np.ndarray) -> int:
+    """crc32 of a tile's channel arrays, in the plan's channel order (iterations, then
+    fraction, then any others), each tile-sized and row-major. Workers compute it, so
+    the master only writes it down."""
+    crc = 0
+    for arr in arrays:
+        crc = zlib.crc32(np.ascontiguousarray(arr).data, crc)
+    return crc
 
 
 @dataclass
@@ -66,13 +69,20 @@ class Finished:
 
     frame: int
     tile: int
-    iterations: np.ndarray  # uint32 (height, width) of the tile
-    fraction: np.ndarray  # float32 (height, width)
+    arrays: dict[str, np.ndarray]  # channel name -> (height, width[, depth]) of the tile
     hist_bins: np.ndarray  # int64
     hist_counts: np.ndarray  # int64
     seconds: float  # device time
     rank: int
-    crc: int  # tile_crc(iterations, fraction)
+    crc: int  # tile_crc of the arrays in channel order
+
+    @property
+    def iterations(self) -> np.ndarray:
+        return self.arrays["iterations"]
+
+    @property
+    def fraction(self) -> np.ndarray:
+        return self.arrays["fraction"]
 
 
 def _crash_point(name: str, flagged: int) -> None:
@@ -96,8 +106,8 @@ def _chunk_offsets(dset: h5py.Dataset, grid_nx: int, tw: int, th: int) -> np.nda
     f_count = dset.shape[0]
     t_count = grid_nx * (-(-dset.shape[1] // th))
     out = np.full((f_count, t_count), -1, dtype=np.int64)
-    full = th * tw * dset.dtype.itemsize
-    if dset.compression is not None or dset.chunks != (1, th, tw):
+    full = th * tw * int(np.prod(dset.shape[3:])) * dset.dtype.itemsize
+    if dset.compression is not None or dset.chunks != (1, th, tw, *dset.shape[3:]):
         raise StoreError(f"{dset.file.filename}: {dset.name} is compressed or re-chunked "
                          "(repacked?); it can be read, not resumed")
 
@@ -105,7 +115,7 @@ def _chunk_offsets(dset: h5py.Dataset, grid_nx: int, tw: int, th: int) -> np.nda
         if info.size != full or info.filter_mask:
             raise StoreError(f"{dset.file.filename}: {dset.name} has a chunk of {info.size} "
                              f"bytes, not {full}; it can be read, not resumed")
-        f, y, x = info.chunk_offset
+        f, y, x = info.chunk_offset[:3]
         out[f, (y // th) * grid_nx + x // tw] = info.byte_offset
 
     if hasattr(dset.id, "chunk_iter"):
@@ -129,8 +139,9 @@ class StoreWriter:
         self.tw, self.th = grid.tile_w, grid.tile_h
         with h5py.File(self.path, "r") as f:
             self.offsets = layout.offsets(f)
-            self.chunks = {name: _chunk_offsets(f[name], grid.nx, self.tw, self.th)
-                           for name in ("iterations", "fraction")}
+            self.channels = plan.channels
+            self.chunks = {c.name: _chunk_offsets(f[c.name], grid.nx, self.tw, self.th)
+                           for c in self.channels}
             self.done = f["done"][...].astype(bool)
             self.flagged = int(self.done.sum())  # tiles whose done flag is on disk
             self.frame_done = f["frame_done"][...].astype(bool)
@@ -184,22 +195,24 @@ class StoreWriter:
         itemsize = np.dtype(layout.TILE_META.get(name, "u1")).itemsize
         return self.offsets[name] + (frame * self.tiles + tile) * itemsize
 
-    def _chunk(self, arr: np.ndarray, dtype: str) -> np.ndarray:
+    def _chunk(self, arr: np.ndarray, channel: Channel) -> np.ndarray:
         """The tile as its full chunk: the array itself, or padded for an edge tile."""
-        if arr.shape == (self.th, self.tw):
-            return np.ascontiguousarray(arr, dtype=dtype)
-        buf = np.zeros((self.th, self.tw), dtype=dtype)
+        full = channel.shape(self.th, self.tw)
+        if arr.shape == full:
+            return np.ascontiguousarray(arr, dtype=channel.dtype)
+        buf = np.zeros(full, dtype=channel.dtype)
         buf[: arr.shape[0], : arr.shape[1]] = arr
         return buf
 
-    def read_tile(self, frame: int, tile: int) -> tuple[np.ndarray, np.ndarray]:
-        """(iterations, fraction) of a stored tile, cropped to the image."""
+    def read_tile(self, frame: int, tile: int) -> dict[str, np.ndarray]:
+        """Every channel of a stored tile, cropped to the image."""
         t = self.plan.grid.tile(tile)
-        out = []
-        for name, dtype in (("iterations", "<u4"), ("fraction", "<f4")):
-            raw = os.pread(self.fd, self.th * self.tw * 4, int(self.chunks[name][frame, tile]))
-            out.append(np.frombuffer(raw, dtype=dtype).reshape(self.th, self.tw)[: t.height, : t.width])
-        return out[0], out[1]
+        out = {}
+        for c in self.channels:
+            raw = os.pread(self.fd, c.nbytes(self.th * self.tw), int(self.chunks[c.name][frame, tile]))
+            arr = np.frombuffer(raw, dtype=c.dtype).reshape(c.shape(self.th, self.tw))
+            out[c.name] = arr[: t.height, : t.width]
+        return out
 
     # ------------------------------------------------------------------ writes
     def write(self, results: Iterable[Finished]) -> list[int]:
@@ -209,9 +222,10 @@ class StoreWriter:
             return []
         now = time.time()
         for r in results:
-            self._pwrite(self._chunk(r.iterations, "<u4"), int(self.chunks["iterations"][r.frame, r.tile]))
-            _crash_point("between-datasets", self.flagged)
-            self._pwrite(self._chunk(r.fraction, "<f4"), int(self.chunks["fraction"][r.frame, r.tile]))
+            for k, c in enumerate(self.channels):
+                if k:
+                    _crash_point("between-datasets", self.flagged)
+                self._pwrite(self._chunk(r.arrays[c.name], c), int(self.chunks[c.name][r.frame, r.tile]))
             for name, value in (("tiles/seconds", r.seconds), ("tiles/rank", r.rank),
                                 ("tiles/run", self.run), ("tiles/finished", now),
                                 ("tiles/crc", r.crc)):
@@ -272,8 +286,10 @@ class StoreWriter:
             acc = self._histogram(f)
             acc[:] = 0
             for t in np.flatnonzero(self.done[f]):
-                counts, _ = self.read_tile(f, int(t))
-                acc += np.bincount(counts.ravel(), minlength=self.bins)[: self.bins]
+                arrays = self.read_tile(f, int(t))
+                for c in self.channels:  # "iterations", and the counts of extra samples
+                    if c.name.rsplit("/", 1)[-1] == "iterations":
+                        acc += np.bincount(arrays[c.name].ravel(), minlength=self.bins)[: self.bins]
         complete = [f for f in partial if self.done[f].all()]
         self._write_histograms(complete)
         return complete
@@ -301,7 +317,8 @@ class StoreWriter:
         bad = []
         which = self.done if which is None else which & self.done
         for f_idx, t_idx in zip(*np.nonzero(which), strict=True):
-            if tile_crc(*self.read_tile(int(f_idx), int(t_idx))) != crcs[f_idx, t_idx]:
+            arrays = self.read_tile(int(f_idx), int(t_idx))
+            if tile_crc(*(arrays[c.name] for c in self.channels)) != crcs[f_idx, t_idx]:
                 bad.append((int(f_idx), int(t_idx)))
         for f_idx, t_idx in bad:
             self._pwrite(b"\x00", self._tile_meta_offset("done", f_idx, t_idx))
