@@ -48,7 +48,7 @@ def kernel_alone(job: Path, frames: range) -> float:
 
     plan = make_plan(specmod.load(job))
     info, device = candidates("auto")[0]
-    renderer = TileRenderer(device, info, plan, reference=compute_reference(plan, progress=False))
+    renderer = TileRenderer(device, info, plan, references=compute_reference(plan, progress=False))
     renderer.render(plan.frames[0], plan.grid.tile(0))  # warm-up: build the programs
     seconds = 0.0
     for frame in (plan.frames[k] for k in frames):

@@ -70,7 +70,7 @@ def main() -> None:
     for fmt in args.formats.split(","):
         for cfg in configs:
             row = bench_format(lambda plan, ref, skip, c=cfg: TileRenderer(device, info, plan, c,
-                                                                          reference=ref,
+                                                                          references=ref,
                                                                           skipping=skip),
                                fmt, workload)
             ratio = row.giters / TARGETS[fmt]

@@ -40,7 +40,7 @@ def frame_rate(device, center, width, side, fmt, skipping=True):
                      tile=(side, side), precision="auto")
     plan = make_plan(spec)
     plan = make_plan(spec, stored=[(f.max_iter, fmt) for f in plan.frames])
-    renderer = TileRenderer(dev, info, plan, reference=plan.reference_orbit(), skipping=skipping)
+    renderer = TileRenderer(dev, info, plan, references=plan.references(), skipping=skipping)
     frame, tile = plan.frames[0], plan.grid.tile(0)
     renderer.render(frame, tile)  # warm-up: builds the program (and the skip table)
     res = renderer.render(frame, tile)

@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from farm import spec as specmod
 from farm.compute.device import DeviceInfo, bind_device
 from farm.compute.render import TileRenderer
 from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, StoreError, UsageError
 from farm.plan import Plan, make_plan
+from farm.plan.references import References, pack, unpack
 from farm.progress import Progress
 from farm.schedule import transport
 from farm.schedule.master import STOP_SIGNALS, MasterOptions, MasterReport, run_master
@@ -51,10 +50,10 @@ def _differences(a: specmod.JobSpec, b: specmod.JobSpec) -> list[str]:
 
 
 def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool,
-                  progress: bool = True) -> tuple[Plan, np.ndarray | None]:
+                  progress: bool = True) -> tuple[Plan, References | None]:
     """Create the store for ``spec``, or check that the existing one is for the same
     job (then it resumes). ``restart`` replaces an existing store. Returns the plan and
-    the reference orbit of its perturbed frames (computed once, kept in the store)."""
+    the references of its perturbed frames (chosen once, kept in the store)."""
     specmod.check_writable(path, "output.store")
     if path.exists() and restart:
         path.unlink()
@@ -62,29 +61,34 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool,
         with Store(path) as old:
             diff = _differences(old.spec, spec)
             if not diff:
-                return old.plan(), old.reference()
+                return old.plan(), old.references()
         raise StoreError(
             f"output.store: {path} holds a different job (differs in {', '.join(diff)}); "
             "use --restart to replace it, or --store to choose another path")
     plan = make_plan(spec)
-    orbit = compute_reference(plan, progress)
-    layout.create(path, plan, orbit)
-    return plan, orbit
+    refs = compute_reference(plan, progress)
+    layout.create(path, plan, refs)
+    return plan, refs
 
 
-def compute_reference(plan: Plan, progress: bool = True) -> np.ndarray | None:
-    """The reference orbit the plan's perturbed frames share (None if there are none)."""
-    needs = plan.reference_needs()
-    if needs is None:
+def compute_reference(plan: Plan, progress: bool = True) -> References | None:
+    """The references of the plan's perturbed frames (None if there are none): chosen
+    as farm/plan/references.py describes, one line each on stderr."""
+    if plan.reference_needs() is None:
         return None
-    bits, iterations = needs
-    print(f"farm: reference orbit at the view centre: up to {iterations} iterations at {bits} bits",
-          file=sys.stderr)
-    bar = Progress(iterations, "reference", unit="iterations")
-    bar.enabled = progress
-    orbit = plan.reference_orbit(progress=lambda n: bar.advance(4096))
-    bar.close()
-    return orbit
+    return plan.references(lambda text: print(f"farm: {text}", file=sys.stderr))
+
+
+def _bcast_references(comm, refs: References | None) -> References | None:
+    """References from rank 0 to every rank: metadata pickled, the orbits as one
+    buffer."""
+    meta, orbits = pack(refs) if refs is not None else (None, None)
+    meta = comm.bcast(meta, root=0)
+    if meta is None:
+        return None
+    orbits = transport.bcast_array(comm, orbits)
+    assert orbits is not None
+    return unpack(meta, orbits)
 
 
 def _master_session(plan: Plan, store_path: Path, link: transport.MasterLink, workers: int,
@@ -127,14 +131,14 @@ def _finish(report: MasterReport | None, store_path: Path, video: str | None,
     return 0
 
 
-def _run_in_process(plan: Plan, orbit: np.ndarray | None, store_path: Path,
+def _run_in_process(plan: Plan, refs: References | None, store_path: Path,
                     options: RenderOptions) -> MasterReport | None:
     info, device = bind_device(options.device)
     print(f"farm: rendering on {info.describe()}", file=sys.stderr)
     link = transport.ThreadMaster([0])
     thread = threading.Thread(
         target=run_worker, name="farm-worker", daemon=True,
-        args=(plan, lambda: TileRenderer(device, info, plan, reference=orbit), link.link(0)))
+        args=(plan, lambda: TileRenderer(device, info, plan, references=refs), link.link(0)))
     thread.start()
     try:
         return _master_session(plan, store_path, link, 1, options)
@@ -153,8 +157,8 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
         return _render_mpi(comm, lambda: (spec, store_path, video), options)
     if options.video:
         specmod.check_writable(video, "output.video")
-    plan, orbit = prepare_store(spec, store_path, options.restart, options.progress)
-    return _finish(_run_in_process(plan, orbit, store_path, options), store_path, video, options)
+    plan, refs = prepare_store(spec, store_path, options.restart, options.progress)
+    return _finish(_run_in_process(plan, refs, store_path, options), store_path, video, options)
 
 
 def resume(store: str, video: str | None = None, options: RenderOptions = RenderOptions()) -> int:
@@ -191,11 +195,11 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
     if comm.Get_rank() != 0:
         plan = comm.bcast(None, root=0)
         if plan is not None:
-            orbit = transport.bcast_array(comm, None)
+            refs = _bcast_references(comm, None)
             if bound is not None:
-                _mpi_worker(comm, plan, orbit, bound)
+                _mpi_worker(comm, plan, refs, bound)
         return 0
-    plan, orbit = None, None
+    plan, refs = None, None
     try:
         if problems:
             kind = UsageError if all(k == "UsageError" for k, _ in problems) else DeviceError
@@ -203,10 +207,10 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
         spec, store_path, video = job()
         if options.video:
             specmod.check_writable(video, "output.video")
-        plan, orbit = prepare_store(spec, store_path, options.restart, options.progress)
+        plan, refs = prepare_store(spec, store_path, options.restart, options.progress)
     finally:
         comm.bcast(plan, root=0)  # None tells the workers to go home
-    transport.bcast_array(comm, orbit)
+    _bcast_references(comm, refs)
     link = transport.MpiMaster(comm, plan.channels)
     print(f"farm: master on {host}, {len(link.workers)} worker(s)", file=sys.stderr)
     try:
@@ -218,11 +222,11 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
     return _finish(report, store_path, video, options)
 
 
-def _mpi_worker(comm, plan: Plan, orbit: np.ndarray | None, bound: tuple[DeviceInfo, Any]) -> None:
+def _mpi_worker(comm, plan: Plan, refs: References | None, bound: tuple[DeviceInfo, Any]) -> None:
     """A worker rank. Launchers (mpiexec, srun) pass stop signals to every rank: workers
     ignore them and stop when the master, which collects the tiles in flight, says so."""
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     info, device = bound
-    run_worker(plan, lambda: TileRenderer(device, info, plan, reference=orbit),
+    run_worker(plan, lambda: TileRenderer(device, info, plan, references=refs),
                transport.MpiWorker(comm))

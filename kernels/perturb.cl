@@ -39,11 +39,38 @@
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 
 #define FORMAT_ARGS __global const double2 *orbit, const uint orbit_len, const int kx0, \
-                    const int ky0, const double h_m, const int h_e, const double r2,   \
-                    __global const double4 *bla_ab, __global const double *bla_r,      \
-                    __global const uint *bla_off, const uint bla_levels
-#define FORMAT_ARG_NAMES orbit, orbit_len, kx0, ky0, h_m, h_e, r2, bla_ab, bla_r, bla_off, \
-                         bla_levels
+                    const int ky0, const double2 ref_off, const double h_m, const int h_e, \
+                    const double r2, __global const double2 *bla_ab,                     \
+                    __global const double *bla_r, __global const uint *bla_off,          \
+                    const uint bla_levels, const uint bla_shift STEPS_ARGS
+#define FORMAT_ARG_NAMES orbit, orbit_len, kx0, ky0, ref_off, h_m, h_e, r2, bla_ab, bla_r, \
+                         bla_off, bla_levels, bla_shift STEPS_ARG_NAMES
+
+/* Built with -DPERTURB_STEPS (benchmarks only): two more arguments, steps_out [npix]
+ * uint and steps_tw uint (the tile width), get each pixel's number of loop passes (a
+ * step or a skip), the device-independent cost of skipping. */
+#ifdef PERTURB_STEPS
+#define STEPS_ARGS , __global uint *steps_out, const uint steps_tw
+#define STEPS_ARG_NAMES , steps_out, steps_tw
+#define STEPS_DECL uint steps = 0
+#define COUNT_STEP() (++steps)
+#define STORE_STEPS(col, row) (steps_out[(row) * steps_tw + (col)] = steps)
+#else
+#define STEPS_DECL
+#define STEPS_ARGS
+#define STEPS_ARG_NAMES
+#define COUNT_STEP()
+#define STORE_STEPS(col, row)
+#endif
+
+/* The mantissa of pixel (col, row)'s offset from the reference point: dc = m h_m 2^h_e
+ * with m = (kx0 + 2 col + ref_off.x, ref_off.y - (ky0 + 2 row)) (the integers are exact
+ * in a double; one rounding where ref_off is added). */
+inline double2 pixel_offset(int kx0, int ky0, double2 ref_off, uint col, uint row)
+{
+    return (double2)((double)(kx0 + 2 * (int)col) + ref_off.x,
+                     ref_off.y - (double)(ky0 + 2 * (int)row));
+}
 
 /* The longest valid skip at step m (>= 1) for a delta of size at most dmax: returns
  * 1 + its level, or 0 when none is valid. Validity is monotone in the level (a map's
@@ -61,10 +88,10 @@ inline uint bla_level(__global const double *bla_r, __global const uint *bla_off
                       uint bla_levels, uint m, uint room, double dmax)
 {
     const uint r = m - 1;
-    if (!bla_valid(bla_r, bla_off, r, 0, room, dmax))
+    if ((r & 1u) || bla_levels < 2 || !bla_valid(bla_r, bla_off, r, 1, room, dmax))
         return 0;
     /* level j starts maps at steps with (m - 1) % 2^j == 0 */
-    uint lo = 0, hi = min(popcount((r & (0u - r)) - 1u), bla_levels - 1);
+    uint lo = 1, hi = min(popcount((r & (0u - r)) - 1u), bla_levels - 1);
     while (lo < hi) {
         const uint mid = (lo + hi + 1) / 2;
         if (bla_valid(bla_r, bla_off, r, mid, room, dmax))
@@ -91,27 +118,37 @@ inline uint high_word_max(double x, double y)
 }
 
 /* The map (A.re, A.im, B.re, B.im) of level `level` starting at step m. */
-inline double4 bla_map(__global const double4 *bla_ab, __global const uint *bla_off, uint m,
-                       uint level)
+inline __global const double2 *bla_map(__global const double2 *bla_ab,
+                                       __global const uint *bla_off, uint m, uint level)
 {
-    return bla_ab[bla_off[level] + ((m - 1) >> level)];
+    return bla_ab + 5 * (bla_off[level] + ((m - 1) >> level));
+}
+
+/* the complex product a b */
+inline double2 cmul(double2 a, double2 b)
+{
+    return (double2)(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
 }
 
 #ifndef PERTURB_FX
 
 /* The longest valid skip for the pixel with delta (*dr, *di): applies it and returns
  * its length, or returns 0. */
-inline uint bla_take(__global const double4 *bla_ab, __global const double *bla_r,
+inline uint bla_take(__global const double2 *bla_ab, __global const double *bla_r,
                      __global const uint *bla_off, uint bla_levels, uint m, uint room,
                      double *dr, double *di, double dcr, double dci)
 {
     const uint level = bla_level(bla_r, bla_off, bla_levels, m, room, abs_bound(*dr, *di));
     if (!level)
         return 0;
-    const double4 ab = bla_map(bla_ab, bla_off, m, level - 1);
-    const double nr = ab.x * *dr - ab.y * *di + ab.z * dcr - ab.w * dci;
-    *di = ab.x * *di + ab.y * *dr + ab.z * dci + ab.w * dcr;
-    *dr = nr;
+    __global const double2 *map = bla_map(bla_ab, bla_off, m, level - 1);
+    const double2 d = (double2)(*dr, *di), dc = (double2)(dcr, dci);
+    /* A d + B dc + (C d + D dc) d + (E dc) dc, products ordered so that nothing
+     * underflows where d and dc are tiny and C, D, E huge */
+    const double2 lin = cmul(map[0], d) + cmul(map[1], dc);
+    const double2 quad = cmul(cmul(map[2], d) + cmul(map[3], dc), d) + cmul(cmul(map[4], dc), dc);
+    *dr = lin.x + quad.x;
+    *di = lin.y + quad.y;
     return 1u << (level - 1);
 }
 
@@ -120,22 +157,24 @@ inline uint bla_take(__global const double4 *bla_ab, __global const double *bla_
  * 2^-51 max(|Z.x|, |Z.y|). Most steps fail that, so it is tested on high words
  * (H200: -1% to +6% against the same test in doubles over five workloads,
  * BENCHMARKS.md). */
-inline bool bla_worth_trying(double dr, double di, double2 Z)
+inline bool bla_worth_trying(double dr, double di, double2 Z, uint shift)
 {
-    return high_word_max(dr, di) + (51u << 20) < high_word_max(Z.x, Z.y);
+    return high_word_max(dr, di) + (shift << 20) < high_word_max(Z.x, Z.y);
 }
 
 inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2 *z, double2 *c)
 {
-    const double dcr = ldexp((double)(kx0 + 2 * (int)col) * h_m, h_e);
-    const double dci = -ldexp((double)(ky0 + 2 * (int)row) * h_m, h_e);
+    const double2 dcm = pixel_offset(kx0, ky0, ref_off, col, row) * h_m;
+    const double dcr = ldexp(dcm.x, h_e), dci = ldexp(dcm.y, h_e);
     *c = orbit[1] + (double2)(dcr, dci);
     double dr = 0.0, di = 0.0;
     uint m = 0;
     double2 Z = (double2)(0.0, 0.0); /* Z(m), kept in registers: one orbit load a step */
+    STEPS_DECL;
     for (uint n = 1; n <= max_iter; ++n) {
+        COUNT_STEP();
         uint len = 0;
-        if (m >= 1 && bla_levels && bla_worth_trying(dr, di, Z)) {
+        if (m >= 1 && bla_levels && bla_worth_trying(dr, di, Z, bla_shift)) {
             len = bla_take(bla_ab, bla_r, bla_off, bla_levels, m, max_iter - n + 1, &dr, &di,
                            dcr, dci);
             n += len ? len - 1 : 0; /* iterations n .. n + len - 1 are done */
@@ -155,6 +194,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
         const double mag = zr * zr + zi * zi;
         if (mag > r2) {
             *z = (double2)(zr, zi);
+            STORE_STEPS(col, row);
             return n;
         }
         /* rebase: the pixel is nearer 0 than its delta, or the reference ends (after a
@@ -166,6 +206,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
             Z = (double2)(0.0, 0.0);
         }
     }
+    STORE_STEPS(col, row);
     return 0;
 }
 
@@ -224,16 +265,11 @@ inline double fx_bound(fx2 a)
  * max(|Z.x|, |Z.y|)), so a skip is impossible unless d.e < E - 50; this passes a little
  * more (d.e < E - 48). E comes from the high words (a subnormal or 0 gives E <= -1022,
  * where nothing passes). */
-inline bool fx_bla_worth_trying(fx2 d, double2 Z)
+inline bool fx_bla_worth_trying(fx2 d, double2 Z, uint shift)
 {
-    return d.e < (int)(high_word_max(Z.x, Z.y) >> 20) - 1022 - 48;
+    return d.e < (int)(high_word_max(Z.x, Z.y) >> 20) - 1022 - (int)shift + 3;
 }
 
-/* the complex product a b */
-inline double2 cmul(double2 a, double2 b)
-{
-    return (double2)(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
-}
 
 /* a b for a double complex a (any finite size: a map's A reaches 1e300 and beyond) */
 inline fx2 fx_mul_d(double2 a, fx2 b)
@@ -242,31 +278,44 @@ inline fx2 fx_mul_d(double2 a, fx2 b)
     return fx_norm(cmul(an.m, b.m), an.e + b.e);
 }
 
-/* The longest valid skip for the pixel with delta *d: applies it (A d + B dc) and
- * returns its length, or returns 0. */
-inline uint fx_bla_take(__global const double4 *bla_ab, __global const double *bla_r,
+/* a b */
+inline fx2 fx_mul(fx2 a, fx2 b)
+{
+    return fx_norm(cmul(a.m, b.m), a.e + b.e);
+}
+
+/* The longest valid skip for the pixel with delta *d: applies it and returns its
+ * length, or returns 0. Floatexp tables hold log2 radii (farm/numerics/bla.py); |d| <
+ * 2^(d.e + 1/2) bounds the delta on the same scale. */
+inline uint fx_bla_take(__global const double2 *bla_ab, __global const double *bla_r,
                         __global const uint *bla_off, uint bla_levels, uint m, uint room,
                         fx2 *d, fx2 dc)
 {
-    const uint level = bla_level(bla_r, bla_off, bla_levels, m, room, fx_bound(*d));
+    const uint level = bla_level(bla_r, bla_off, bla_levels, m, room, (double)d->e + 0.5);
     if (!level)
         return 0;
-    const double4 ab = bla_map(bla_ab, bla_off, m, level - 1);
-    *d = fx_add(fx_mul_d(ab.xy, *d), fx_mul_d(ab.zw, dc));
+    __global const double2 *map = bla_map(bla_ab, bla_off, m, level - 1);
+    fx2 w = fx_add(fx_mul_d(map[0], *d), fx_mul_d(map[1], dc));
+    const double2 c = map[2], dd = map[3], e = map[4];
+    if (c.x != 0.0 || c.y != 0.0 || dd.x != 0.0 || dd.y != 0.0 || e.x != 0.0 || e.y != 0.0)
+        w = fx_add(w, fx_add(fx_mul(fx_add(fx_mul_d(c, *d), fx_mul_d(dd, dc)), *d),
+                             fx_mul(fx_mul_d(e, dc), dc)));
+    *d = w;
     return 1u << (level - 1);
 }
 
 inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2 *z, double2 *c)
 {
-    const fx2 dc = fx_norm((double2)((double)(kx0 + 2 * (int)col) * h_m,
-                                     -(double)(ky0 + 2 * (int)row) * h_m), h_e);
+    const fx2 dc = fx_norm(pixel_offset(kx0, ky0, ref_off, col, row) * h_m, h_e);
     *c = orbit[1] + fx_to_double(dc);
     fx2 d = fx_norm((double2)(0.0, 0.0), 0);
     uint m = 0;
+    STEPS_DECL;
     for (uint n = 1; n <= max_iter; ++n) {
+        COUNT_STEP();
         const double2 Zm = orbit[m];
         uint len = 0;
-        if (m >= 1 && bla_levels && fx_bla_worth_trying(d, Zm)) {
+        if (m >= 1 && bla_levels && fx_bla_worth_trying(d, Zm, bla_shift)) {
             len = fx_bla_take(bla_ab, bla_r, bla_off, bla_levels, m, max_iter - n + 1, &d, dc);
             n += len ? len - 1 : 0; /* iterations n .. n + len - 1 are done */
         }
@@ -283,6 +332,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
         const double mag = zr * zr + zi * zi;
         if (mag > r2) {
             *z = (double2)(zr, zi);
+            STORE_STEPS(col, row);
             return n;
         }
         if (mag < dot(dd, dd) || m == orbit_len - 1) {
@@ -290,6 +340,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
             m = 0;
         }
     }
+    STORE_STEPS(col, row);
     return 0;
 }
 

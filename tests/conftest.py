@@ -90,15 +90,15 @@ def run_farm(*args: str, cwd: Path | None = None, env: dict | None = None,
                           capture_output=True, text=True, timeout=timeout)
 
 
-def render_frame(cl_device, plan, frame: int = 0, config=None, reference=None, skipping=True):
+def render_frame(cl_device, plan, frame: int = 0, config=None, references=None, skipping=True):
     """(iterations, fraction) of a whole frame, rendered tile by tile on ``cl_device``;
-    ``reference`` is the orbit of perturbed frames."""
+    ``references`` are those of perturbed frames (plan.references())."""
     import numpy as np
 
     from farm.compute.render import TileRenderer
 
     info, dev = cl_device
-    renderer = TileRenderer(dev, info, plan, config, reference=reference, skipping=skipping)
+    renderer = TileRenderer(dev, info, plan, config, references=references, skipping=skipping)
     w, h = plan.spec.size
     it = np.zeros((h, w), np.uint32)
     fr = np.zeros((h, w), np.float32)

@@ -1,4 +1,5 @@
-"""Iteration skipping: the bilinear-approximation table, and images with and without it."""
+"""Iteration skipping: the quadratic skip tables, their error model, and images with and
+without them."""
 
 from __future__ import annotations
 
@@ -8,51 +9,96 @@ import pytest
 from conftest import make_spec
 from test_perturb import reference_of, render_perturbed, seahorse_point
 
-import farm.numerics as num
-from farm.numerics.bla import EPS, bla_table
+from farm.numerics import period as per
+from farm.numerics.bla import EPS, apply, skip_table, skip_table_log2
 from farm.plan import make_plan
 
 
 def _orbit(center=("0", "1"), n=300):
-    return num.reference_orbit(center, 400, n, 4.0)
+    return per.orbit(per.parse(center, 400), 400, n, 4.0)
 
 
 def test_maps_are_compositions_of_single_steps():
+    """The table's binary merges against the step-by-step recursion of a quadratic map
+    (d' = 2 Z d + d^2 + dc applied to A d + B dc + C d^2 + D d dc + E dc^2, terms above
+    degree 2 dropped)."""
     orbit = _orbit(seahorse_point(), 200)
     z = orbit[:, 0] + 1j * orbit[:, 1]
-    ab, _, off = bla_table(orbit, 1e-30)
-    for j in range(len(off) - 1):
-        for k in range(off[j + 1] - off[j]):
-            start, a, b = 1 + k * 2**j, 1.0 + 0j, 0j
-            for m in range(start, start + 2**j):  # d <- 2 Z(m) d + dc, composed
-                a, b = 2 * z[m] * a, 2 * z[m] * b + 1
-            got = ab[off[j] + k]
-            assert np.allclose([got[0] + 1j * got[1], got[2] + 1j * got[3]], [a, b], rtol=1e-12, atol=0)
-
-
-def test_a_map_inside_its_radius_matches_the_steps_it_skips():
-    """Exact perturbation steps (mpmath, 60 digits) from |d| = R / 2 land where the map
-    says, to well within double rounding of the result."""
-    orbit = _orbit(("0", "1"), 4000)
-    dc = 1e-200 * (0.6 - 0.8j)
-    ab, r, off = bla_table(orbit, abs(dc))
-    z = orbit[:, 0] + 1j * orbit[:, 1]
+    table = skip_table(orbit, 1e-4)  # a wide frame: the quadratic terms are kept
     checked = 0
-    for j in range(1, len(off) - 1, 3):
-        idx = off[j] + 1  # map k = 1 of level j
-        if r[idx] == 0:
-            continue
-        d0 = 0.5 * r[idx] * (0.28 + 0.96j)
-        a, b = ab[idx][0] + 1j * ab[idx][1], ab[idx][2] + 1j * ab[idx][3]
-        with mpmath.workdps(60):
-            d, c = mpmath.mpc(d0), mpmath.mpc(dc)
-            for m in range(1 + 2**j, 1 + 2 * 2**j):
-                d = 2 * mpmath.mpc(z[m]) * d + d * d + c
-            exact = complex(d)
-        assert abs(a * d0 + b * dc - exact) <= 1e-13 * abs(exact)
-        checked += 1
-    assert checked >= 2
-    assert EPS == 2.0**-53
+    for j in range(1, table.levels):
+        for k in range(table.offsets[j + 1] - table.offsets[j]):
+            row = table.offsets[j] + k
+            if table.radius[row] == 0:
+                continue
+            a, b, c, d, e = 1, 0, 0, 0, 0
+            for m in range(1 + k * 2**j, 1 + (k + 1) * 2**j):
+                a, b, c, d, e = (2 * z[m] * a, 2 * z[m] * b + 1, 2 * z[m] * c + a * a,
+                                 2 * z[m] * d + 2 * a * b, 2 * z[m] * e + b * b)
+            got = table.coef[row, 0::2] + 1j * table.coef[row, 1::2]
+            assert np.allclose(got[:2], [a, b], rtol=1e-12, atol=0)
+            for g, want in zip(got[2:], (c, d, e), strict=True):
+                assert g == 0 or np.isclose(g, want, rtol=1e-12, atol=0)
+            checked += 1
+            assert abs(got[2]) > 0  # at 1e-4 the quadratic terms matter
+    assert checked >= 20
+
+
+@pytest.mark.parametrize("eps", [2.0**-24, 2.0**-40])
+@pytest.mark.parametrize("center", [("0", "1"), "misiurewicz"], ids=["c=i", "seahorse-misiurewicz"])
+def test_error_model_bounds_what_a_map_drops(center, eps):
+    """Exact perturbation steps (mpmath, 80 digits) from |d| just inside a map's radius
+    land where the map says to within eps, relative (the error model of bla.py), and
+    not absurdly closer (the radii are not far too small): a larger eps than the
+    kernel's makes the truncation dominate double rounding."""
+    center = seahorse_point() if center == "misiurewicz" else center
+    orbit = _orbit(center, 4000)
+    z = orbit[:, 0] + 1j * orbit[:, 1]
+    dc = 1e-12 * (0.6 - 0.8j)
+    table = skip_table(orbit, abs(dc), eps)
+    errors = []
+    for j in range(1, table.levels):
+        for k in (0, 1, 3, 7):
+            row = table.offsets[j] + k
+            if row >= table.offsets[j + 1] or table.radius[row] == 0:
+                continue
+            for angle in (0.3, 1.9, 4.0):
+                d0 = 0.999 * table.radius[row] * np.exp(1j * angle)
+                with mpmath.workdps(80):
+                    d, c = mpmath.mpc(d0), mpmath.mpc(dc)
+                    for m in range(1 + k * 2**j, 1 + (k + 1) * 2**j):
+                        d = 2 * mpmath.mpc(z[m]) * d + d * d + c
+                    exact = complex(d)
+                errors.append(abs(apply(table, row, d0, dc) - exact) / abs(exact))
+    assert len(errors) >= 30
+    assert max(errors) <= eps
+    assert np.median(errors) >= eps / 30
+
+
+def test_floatexp_tables_hold_log2_radii():
+    """The floatexp table (deltas below double's range) is the double table with log2
+    radii, and keeps its maps at depths where the largest |dc| is no double."""
+    orbit = _orbit(seahorse_point(), 3000)
+    plain = skip_table(orbit, 1e-20)
+    fx = skip_table_log2(orbit, np.log2(1e-20), floatexp=True)
+    assert np.array_equal(plain.offsets, fx.offsets) and np.array_equal(plain.coef, fx.coef)
+    assert np.allclose(np.exp2(fx.radius), plain.radius, rtol=1e-12, atol=0)
+    assert fx.shift == plain.shift
+    deep = skip_table_log2(orbit, -1500.0, floatexp=True)  # |dc| <= 2^-1500 (about 1e-452)
+    assert deep.valid.sum() >= plain.valid.sum() >= 200
+
+
+def test_radii_respect_the_kernel_precheck():
+    """The kernel skips only when max(|d.re|, |d.im|) < 2^-shift max(|Z.re|, |Z.im|):
+    every map's radius must be below that bound at its start."""
+    orbit = _orbit(("0", "1"), 4000)
+    table = skip_table(orbit, 1e-40)
+    big = np.maximum(np.abs(orbit[:, 0]), np.abs(orbit[:, 1]))
+    assert table.shift > 10
+    for j in range(1, table.levels):
+        r = table.radius[table.offsets[j]:table.offsets[j + 1]]
+        start = 1 + np.arange(len(r)) * 2**j
+        assert np.all(r <= big[start] * 2.0 ** -(table.shift + 1))
 
 
 @pytest.mark.parametrize("width", ["1e-250", "1e-400"], ids=["double", "floatexp"])
@@ -65,25 +111,27 @@ def test_images_with_and_without_skipping_agree(cl_device, center, width):
     skipped, _ = render_perturbed(cl_device, plan)
     plain, _ = render_perturbed(cl_device, plan, skipping=False)
     assert (skipped == plain).mean() >= 0.99
-    with num.workprec(plan.frames[0].bits):
-        dc_max = num.float_at_least(plan.frames[0].spacing * 30)
-    _, _, off = bla_table(reference_of(plan), dc_max)
-    assert len(off) - 1 >= 8  # the table offers long skips at this depth
+    refs = reference_of(plan)
+    from farm.compute.perturbation import perturbed_frame
+
+    table = perturbed_frame(plan, refs, plan.frames[0]).table
+    assert table.levels >= 8 and table.valid.sum() >= 100  # long skips on offer
 
 
 @pytest.mark.parametrize("width", ["1e-250", "1e-400"], ids=["double", "floatexp"])
 def test_the_kernel_takes_the_skips(cl_device, monkeypatch, width):
     """Guards the agreement test above against skipping being silently off: with a
     table whose maps send every delta to 0, a loop that skips renders another image."""
-    import farm.compute.render as render_mod
+    import farm.compute.perturbation as pert
 
-    def sabotaged(orbit, dc_max):
-        ab, r, off = bla_table(orbit, dc_max)
-        return np.zeros_like(ab), r, off
+    def sabotaged(*args, **kw):
+        t = skip_table_log2(*args, **kw)
+        return type(t)(np.zeros_like(t.coef), t.radius, t.offsets, t.log2_radii, t.shift)
 
     plan = make_plan(make_spec(size=(24, 16), center=("0", "1"), width=(width, width),
                                max_iter="auto", tile=(24, 16), precision="perturb"))
     honest, _ = render_perturbed(cl_device, plan)
-    monkeypatch.setattr(render_mod, "bla_table", sabotaged)
+    monkeypatch.setattr(pert, "skip_table_log2", sabotaged)
     broken, _ = render_perturbed(cl_device, plan)
     assert (honest != broken).mean() > 0.5
+    assert EPS == 2.0**-53

@@ -41,16 +41,16 @@ _orbits: dict = {}
 
 
 def reference_of(plan):
-    """plan.reference_orbit(), computed once per plan choice in a test session (a deep
-    orbit takes seconds in mpmath)."""
+    """plan.references(), computed once per plan choice in a test session (a deep
+    orbit takes a while)."""
     key = (plan.spec, tuple((f.max_iter, f.precision) for f in plan.frames))
     if key not in _orbits:
-        _orbits[key] = plan.reference_orbit()
+        _orbits[key] = plan.references()
     return _orbits[key]
 
 
 def render_perturbed(cl_device, plan, frame=0, skipping=True):
-    return render_frame(cl_device, plan, frame, reference=reference_of(plan), skipping=skipping)
+    return render_frame(cl_device, plan, frame, references=reference_of(plan), skipping=skipping)
 
 
 def _plan(center, width, **kw):
@@ -117,26 +117,35 @@ def _render_frame(cl_device, plan, frame):
     return render_frame(cl_device, plan, frame)
 
 
-def test_reference_orbit_is_stored_and_survives_resume(tmp_path, write_job):
+def test_references_are_stored_and_survive_resume(tmp_path, write_job):
+    """A zoom whose frames use several references (nuclei of growing periods along the
+    zoom into c = i): they are chosen once, stored, read back on resume, and the resumed
+    store equals an uninterrupted render."""
     job = write_job(size=(48, 32), frames=16, width=("3", "1e-200"), center=("0", "1"),
                     tile=(16, 16), max_iter="auto")
     ref = tmp_path / "ref.h5"
     first = run_farm("render", str(job), "--store", str(ref), "--no-video", "--quiet")
-    assert first.returncode == 0 and "reference orbit" in first.stderr
+    assert first.returncode == 0 and "farm: reference: nucleus of period" in first.stderr
     store = tmp_path / "s.h5"
     killed = run_farm("render", str(job), "--store", str(store), "--no-video", "--quiet",
                       env={"FARM_TEST_CRASH_AT": "before-flags:20"})
     assert killed.returncode == -signal.SIGKILL
     with h5py.File(store) as f:
-        orbit = f["reference/orbit"][...]
+        stored = {name: f[name][...] for name in REFERENCE_DATASETS}
         assert 0 < f["done"][...].sum() < f["done"].size
+        assert len(set(f["frames/reference"][...]) - {-1}) >= 2  # the reference changes
     resumed = run_farm("resume", str(store), "--no-video", "--quiet")
     assert resumed.returncode == 0, resumed.stderr
-    assert "reference orbit" not in resumed.stderr  # read from the store, not recomputed
+    assert "farm: reference" not in resumed.stderr  # read from the store, not recomputed
     with h5py.File(store) as a, h5py.File(ref) as b:
-        assert np.array_equal(a["reference/orbit"][...], orbit)
+        for name in REFERENCE_DATASETS:
+            assert np.array_equal(a[name][...], stored[name]), name
         for name in ("iterations", "fraction", "histogram", "done"):
             assert np.array_equal(a[name][...], b[name][...]), name
+
+
+REFERENCE_DATASETS = ("reference/orbits", "reference/starts", "reference/point", "reference/bits",
+                      "reference/period", "frames/reference")
 
 
 def test_counts_match_reference_at_1e_1000(cl_device, reference):
@@ -146,5 +155,5 @@ def test_counts_match_reference_at_1e_1000(cl_device, reference):
                                max_iter=MAX_ITER, tile=(16, 16), precision="perturb"))
     assert plan.frames[0].log10_spacing < precision.PERTURB_FX_BELOW_LOG10
     want = reference(center, "1e-1000", size, MAX_ITER)
-    got, _ = render_frame(cl_device, plan, reference=plan.reference_orbit())
+    got, _ = render_frame(cl_device, plan, references=plan.references())
     compare_counts(got, want, min_equal=0.99)

@@ -77,7 +77,7 @@ tile = [{side}, {side}]
 def bench_format(renderer_for, fmt: str, workload: str, repeats: int = 3) -> BenchRow:
     side, iters = WORKLOADS[workload]
     plan = bench_plan(fmt, side, iters[fmt])
-    renderer: TileRenderer = renderer_for(plan, plan.reference_orbit(), SKIPPING.get(fmt, True))
+    renderer: TileRenderer = renderer_for(plan, plan.references(), SKIPPING.get(fmt, True))
     frame, tile = plan.frames[0], plan.grid.tile(0)
     first = renderer.render(frame, tile)
     if first.iterations.any():
@@ -98,5 +98,5 @@ def run_bench(selector: str, formats: list[str], workload: str | None = None,
         raise specmod.SpecError("--formats", f"unknown format(s) {unknown}; "
                                 f"allowed: {', '.join(WORKLOADS[workload][1])}")
     return [bench_format(lambda plan, ref, skip: TileRenderer(device, info, plan, config,
-                                                              reference=ref, skipping=skip),
+                                                              references=ref, skipping=skip),
                          fmt, workload) for fmt in formats]

@@ -28,7 +28,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import mpmath
 import numpy as np
 import pyopencl as cl
 import pyopencl.cltypes as clt
@@ -36,9 +35,10 @@ import pyopencl.cltypes as clt
 import farm.numerics as num
 from farm.compute import programs
 from farm.compute.device import DeviceInfo
-from farm.numerics.bla import bla_table
+from farm.compute.perturbation import perturbed_frame
 from farm.numerics.encode import ENCODERS
 from farm.plan import FramePlan, Plan, Tile, precision
+from farm.plan.references import References
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,7 @@ class _Slot:
     hist: cl.Buffer
     staging: list[np.ndarray]  # pinned: one per channel, then the histogram
     pinned: list[cl.Buffer]  # the host buffers behind staging (kept mapped)
+    steps: cl.Buffer | None = None  # loop passes per pixel (count_steps only)
     busy: bool = False
 
 
@@ -133,7 +134,8 @@ class TileRenderer:
 
     def __init__(self, device: cl.Device, info: DeviceInfo, plan: Plan,
                  config: LaunchConfig | None = None, slots: int = 4,
-                 reference: np.ndarray | None = None, skipping: bool = True):
+                 references: References | None = None, skipping: bool = True,
+                 count_steps: bool = False):
         self.info = info
         self.plan = plan
         self.config = config or LaunchConfig.for_device(info)
@@ -143,18 +145,17 @@ class TileRenderer:
         self.hist_dtype = np.int64 if "-DHIST64" in self.options else np.uint32
         self._kernels: dict[str, cl.Kernel] = {}
         self._slots = [self._new_slot() for _ in range(slots)]
-        self.orbit: cl.Buffer | None = None
-        self.orbit_len = 0
+        if count_steps:
+            for slot in self._slots:
+                npix = plan.grid.tile_w * plan.grid.tile_h
+                slot.steps = cl.Buffer(self.ctx, cl.mem_flags.WRITE_ONLY, 4 * npix)
         self.skipping = skipping
-        self._reference = reference
+        self.count_steps = count_steps  # benchmarks: TileResult.arrays["steps"] (perturbed frames)
+        self.references = references
+        self._orbits: dict[int, cl.Buffer] = {}  # reference index -> its orbit, uploaded once
         r2 = num.escape_r2(plan.spec.iterations.escape_radius)
         self._r2_args = {fmt: np.float64(r2) if fmt == "perturb" else _scalar(fmt, r2)
                          for fmt in {f.precision for f in plan.frames}}
-        if reference is not None:  # (L, 2) float64: Z(0) .. Z(L-1)
-            orbit = np.ascontiguousarray(reference, dtype=np.float64)
-            self.orbit = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                                   hostbuf=orbit)
-            self.orbit_len = len(orbit)
         # per-frame state, kept for the last few frames (see _recent)
         self._axes: collections.OrderedDict[int, tuple[np.ndarray, np.ndarray]] = (
             collections.OrderedDict())
@@ -192,30 +193,35 @@ class TileRenderer:
 
     def _frame_args(self, frame: FramePlan) -> list:
         """The per-frame kernel arguments of a perturbed frame, kept for the last few
-        frames: the half pixel spacing (mantissa, exponent), the escape radius squared,
-        then the frame's BLA table (ab, r, offsets buffers, levels), levels 0 (no
-        skipping) when skipping is off."""
+        frames: its reference orbit and length (farm/compute/perturbation.py), then
+        after the tile position: the reference offset, the half pixel spacing
+        (mantissa, exponent), the escape radius squared, the frame's skip table (ab,
+        r, offsets buffers, levels; levels 0 when skipping is off) and the pre-check
+        shift."""
         return _recent(self._perturbed, frame.index, lambda: self._build_frame_args(frame))
 
+    def _orbit(self, k: int) -> cl.Buffer:
+        if k not in self._orbits:
+            assert self.references is not None
+            orbit = np.ascontiguousarray(self.references.refs[k].orbit, dtype=np.float64)
+            self._orbits[k] = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                                        hostbuf=orbit)
+        return self._orbits[k]
+
     def _build_frame_args(self, frame: FramePlan) -> list:
-        with num.workprec(frame.bits):
-            h_m, h_e = num.frexp(frame.spacing / 2)
-        levels = 0
-        ab, r, off = np.zeros((1, 4)), np.zeros(1), np.zeros(2, dtype=np.uint32)
-        if self.skipping and self._reference is not None:
-            w, h = self.plan.spec.size
-            with num.workprec(frame.bits):  # |dc| <= half spacing x diagonal in pixels
-                dc_max = num.float_at_least(frame.spacing / 2 * mpmath.hypot(w, h))
-            ab, r, off = bla_table(self._reference, dc_max)
-            levels = len(off) - 1
-            if levels == 0:
-                ab, r, off = np.zeros((1, 4)), np.zeros(1), np.zeros(2, dtype=np.uint32)
+        if self.references is None:
+            raise RuntimeError("a perturbed frame needs its reference orbit")
+        pf = perturbed_frame(self.plan, self.references, frame, self.skipping)
+        t = pf.table
         mf = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
-        return [np.float64(h_m), np.int32(h_e), self._r2_args["perturb"],
-                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(ab, dtype=np.float64)),
-                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(r, dtype=np.float64)),
-                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(off, dtype=np.uint32)),
-                np.uint32(levels)]
+        orbit = self.references.refs[pf.ref].orbit
+        return [self._orbit(pf.ref), np.uint32(len(orbit)),
+                np.array(pf.ref_off, dtype=np.float64).view(clt.double2)[0],
+                np.float64(pf.h_m), np.int32(pf.h_e), self._r2_args["perturb"],
+                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.coef, dtype=np.float64)),
+                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.radius, dtype=np.float64)),
+                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.offsets, dtype=np.uint32)),
+                np.uint32(t.levels), np.uint32(t.shift)]
 
     # ----------------------------------------------------------------- launches
     def _kernel(self, frame: FramePlan) -> cl.Kernel:
@@ -223,6 +229,8 @@ class TileRenderer:
         extra: tuple[str, ...] = ()
         if fmt == "perturb" and frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10:
             extra = ("-DPERTURB_FX",)
+        if fmt == "perturb" and self.count_steps:
+            extra += ("-DPERTURB_STEPS",)
         key = fmt + "".join(extra)
         if key not in self._kernels:
             prg = programs.build(self.ctx, (programs.FORMAT_SOURCES[fmt], "mandel.cl"),
@@ -233,11 +241,11 @@ class TileRenderer:
     def _format_args(self, frame: FramePlan, tile: Tile, slot: _Slot) -> tuple[list, list, tuple]:
         """(leading kernel arguments, upload events, host arrays to keep) of a launch."""
         if frame.precision == "perturb":
-            if self.orbit is None:
-                raise RuntimeError("a perturbed frame needs the reference orbit")
             w, h = self.plan.spec.size
-            args = [self.orbit, np.uint32(self.orbit_len), np.int32(2 * tile.x0 + 1 - w),
-                    np.int32(2 * tile.y0 + 1 - h), *self._frame_args(frame)]
+            fa = self._frame_args(frame)
+            args = [*fa[:2], np.int32(2 * tile.x0 + 1 - w), np.int32(2 * tile.y0 + 1 - h), *fa[2:]]
+            if self.count_steps:
+                args += [slot.steps, np.uint32(tile.width)]
             return args, [], ()
         xs, ys = self.axes(frame)
         xs_t = np.ascontiguousarray(xs[tile.x0:tile.x0 + tile.width])
@@ -290,6 +298,10 @@ class TileRenderer:
             raise
         arrays = {c.name: stage[:npix * c.depth].reshape(c.shape(tile.height, tile.width)).copy()
                   for c, stage in zip(self.plan.channels, slot.staging, strict=False)}
+        if slot.steps is not None and launch.frame.precision == "perturb":
+            steps = np.empty(npix, np.uint32)
+            cl.enqueue_copy(self.queue, steps, slot.steps, is_blocking=True)
+            arrays["steps"] = steps.reshape(tile.height, tile.width)
         hist = slot.staging[-1][:launch.frame.bins]
         bins = np.flatnonzero(hist)
         counts = hist[bins].astype(np.int64)

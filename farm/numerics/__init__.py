@@ -13,10 +13,8 @@ Pixel mapping (DESIGN.md): image ``W x H``, centre ``(cr, ci)``, view width ``w`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import mpmath
-import numpy as np
 
 mpf = mpmath.mpf
 workprec = mpmath.workprec
@@ -88,26 +86,3 @@ def float_at_least(x: mpmath.mpf) -> float:
     """A double >= x > 0: x rounded up, or the smallest subnormal below double's range
     (a safe bound for |dc| at any depth: bla.py's radii only shrink with it)."""
     return max(math.nextafter(float(x), math.inf), math.ulp(0.0))
-
-
-def reference_orbit(center: tuple[str, str], bits: int, max_iter: int, r2: float,
-                    progress: Callable[[int], None] | None = None) -> np.ndarray:
-    """The reference orbit of perturbation: Z(0) = 0, Z(n+1) = Z(n)^2 + C at ``bits``
-    bits, each value rounded to doubles. Returns an (L, 2) float64 array of Z(0) ..
-    Z(L-1): L - 1 = max_iter, or the last n before |Z(n)|^2 > r2 when C escapes.
-    ``progress(n)`` is called every 4096 steps."""
-    out = np.zeros((max_iter + 1, 2), dtype=np.float64)
-    with workprec(bits):
-        cr, ci = mpf(center[0]), mpf(center[1])
-        x = y = xx = yy = mpf(0)
-        for n in range(1, max_iter + 1):
-            y = (x + x) * y + ci
-            x = xx - yy + cr
-            xx, yy = x * x, y * y
-            fx, fy = float(x), float(y)
-            if fx * fx + fy * fy > r2:
-                return out[:n]
-            out[n] = fx, fy
-            if progress and n % 4096 == 0:
-                progress(n)
-    return out

@@ -14,6 +14,8 @@ import farm.numerics as num
 from farm.errors import SpecError
 from farm.plan import precision
 from farm.plan.channels import BASE, Channel
+from farm.plan.references import References
+from farm.plan.references import select as select_references
 from farm.plan.tiles import Tile, TileGrid
 from farm.spec import JobSpec, canonical_text, parse_text
 
@@ -71,22 +73,18 @@ class Plan:
         return [f for f in self.frames if f.precision == "perturb"]
 
     def reference_needs(self) -> tuple[int, int] | None:
-        """(bits, iterations) of the reference orbit the perturbed frames share, or None.
-        The orbit is computed once, at the view centre, for the deepest of them."""
+        """(bits, iterations) that the references of the perturbed frames need at most:
+        the deepest frame's coordinate precision and the largest iteration limit, or
+        None when no frame is perturbed."""
         frames = self.perturbed
         if not frames:
             return None
         return max(f.bits for f in frames), max(f.max_iter for f in frames)
 
-    def reference_orbit(self, progress: Callable[[int], None] | None = None) -> Any:
-        """The reference orbit the perturbed frames share ((L, 2) float64, see
-        farm.numerics.reference_orbit), or None when no frame is perturbed."""
-        needs = self.reference_needs()
-        if needs is None:
-            return None
-        bits, iterations = needs
-        r2 = float(num.escape_r2(self.spec.iterations.escape_radius))
-        return num.reference_orbit(self.spec.view.center, bits, iterations, r2, progress)
+    def references(self, progress: Callable[[str], None] | None = None) -> References | None:
+        """The reference points and orbits of the perturbed frames, chosen as
+        farm/plan/references.py describes (None when no frame is perturbed)."""
+        return select_references(self, progress)
 
     @property
     def tasks(self) -> int:

@@ -24,8 +24,18 @@ Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
     tiles/finished     float64 (F, T)  unix time the master received it
     tiles/crc          uint32 (F, T)   crc32 of the tile's channel bytes: iterations,
                                        fraction, then any further channels
-    reference/orbit  float64 (L, 2)  perturbation's reference orbit Z(0) .. Z(L-1) at the
-                view centre (only when some frame is perturbed); attrs bits, iterations
+    reference/...    the reference points and orbits of perturbed frames (only when
+                some frame is perturbed; farm/plan/references.py), R of them:
+      reference/orbits  float64 (sum L, 2)  every orbit Z(0) .. Z(L-1), back to back
+      reference/starts  int64 (R + 1,)      orbit k is rows starts[k] .. starts[k+1] - 1
+      reference/point   S (R, 2)            the reference c as decimal strings (re, im),
+                                            exact at reference/bits bits
+      reference/bits    int64 (R,)          precision of the point and its orbit
+      reference/period  int64 (R,)          p > 0: a nucleus of period p, its orbit holds
+                                            Z(0) .. Z(p) and pixels wrap at p; 0: none
+      reference/kind    S16 (R,)            "nucleus" | "center"
+      reference/log2_scale float64 (R,)     log2 |prod_{m=1}^{p-1} 2 Z(m)| (nucleus)
+    frames/reference  int32 (F,)  index of each frame's reference, -1: not perturbed
     runs        (RUNS,) one row per render or resume: started, ended (unix time),
                 workers, master_busy (seconds the master's loop spent receiving and
                 deciding), writer_busy (seconds its writer thread spent writing),
@@ -47,9 +57,10 @@ import numpy as np
 
 import farm.numerics as num
 from farm.plan import Plan
+from farm.plan.references import References, pack, unpack
 from farm.spec import canonical_text
 
-FORMAT = "zoomfarm-store/5"  # bump when the layout changes: readers refuse others
+FORMAT = "zoomfarm-store/6"  # bump when the layout changes: readers refuse others
 RUNS = 4096
 RUN_DTYPE = np.dtype([("started", "<f8"), ("workers", "<i4"), ("ended", "<f8"),
                       ("master_busy", "<f8"), ("writer_busy", "<f8"), ("synced", "<f8"),
@@ -78,9 +89,9 @@ def _fixed(group: h5py.Group, name: str, shape: tuple[int, ...], dtype: str | np
     return group.create_dataset(name, shape=shape, dtype=dtype, dcpl=dcpl)
 
 
-def create(path: str | os.PathLike[str], plan: Plan, orbit: np.ndarray | None = None) -> None:
+def create(path: str | os.PathLike[str], plan: Plan, refs: References | None = None) -> None:
     """Create an empty store for ``plan`` at ``path`` (atomically; replaces nothing),
-    with the reference orbit of its perturbed frames when there are some."""
+    with the references of its perturbed frames when there are some."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -105,12 +116,10 @@ def create(path: str | os.PathLike[str], plan: Plan, orbit: np.ndarray | None = 
             f["frames/width"] = np.array([_width_text(fr.width) for fr in plan.frames], "S40")
             f["frames/max_iter"] = np.array([fr.max_iter for fr in plan.frames], "<i8")
             f["frames/precision"] = np.array([fr.precision for fr in plan.frames], "S16")
-            needs = plan.reference_needs()
-            if needs is not None:
-                if orbit is None:
-                    raise ValueError("a plan with perturbed frames needs its reference orbit")
-                ref = f.create_dataset("reference/orbit", data=np.asarray(orbit, dtype="<f8"))
-                ref.attrs["bits"], ref.attrs["iterations"] = needs
+            if plan.reference_needs() is not None:
+                if refs is None:
+                    raise ValueError("a plan with perturbed frames needs its references")
+                write_references(f, refs)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         if path.exists():
@@ -119,6 +128,35 @@ def create(path: str | os.PathLike[str], plan: Plan, orbit: np.ndarray | None = 
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def write_references(f: h5py.File, refs: References) -> None:
+    """The ``reference/*`` datasets and ``frames/reference`` (see the module docstring)."""
+    meta, orbits = pack(refs)
+    f["reference/orbits"] = orbits.astype("<f8")
+    f["reference/starts"] = np.array(meta["starts"], "<i8")
+    f["reference/point"] = np.array(list(zip(meta["re"], meta["im"], strict=True)), dtype="S")
+    f["reference/bits"] = np.array(meta["bits"], "<i8")
+    f["reference/period"] = np.array(meta["period"], "<i8")
+    f["reference/kind"] = np.array(meta["kind"], "S16")
+    f["reference/log2_scale"] = np.array(meta["log2_scale"], "<f8")
+    f["frames/reference"] = np.array(meta["frame_ref"], "<i4")
+
+
+def read_references(f: h5py.File) -> References | None:
+    """What :func:`write_references` wrote, or None when the store has no references."""
+    if "reference/orbits" not in f:
+        return None
+    points = f["reference/point"][...]
+    meta = {
+        "re": [p[0].decode() for p in points], "im": [p[1].decode() for p in points],
+        "bits": f["reference/bits"][...].tolist(), "period": f["reference/period"][...].tolist(),
+        "kind": [k.decode() for k in f["reference/kind"][...]],
+        "log2_scale": f["reference/log2_scale"][...].tolist(),
+        "starts": f["reference/starts"][...].tolist(),
+        "frame_ref": f["frames/reference"][...].tolist(),
+    }
+    return unpack(meta, f["reference/orbits"][...])
 
 
 def _width_text(width: object) -> str:

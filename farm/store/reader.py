@@ -17,6 +17,7 @@ import numpy as np
 from farm import spec as specmod
 from farm.errors import StoreError
 from farm.plan import Plan, make_plan
+from farm.plan.references import References
 from farm.raw import RawFrame
 from farm.store import layout
 
@@ -59,11 +60,9 @@ class Store:
         fmt = [p.decode() for p in self.file["frames/precision"][...]]
         return make_plan(self.spec, stored=list(zip(max_iter, fmt, strict=True)))
 
-    def reference(self) -> np.ndarray | None:
-        """The stored reference orbit of perturbed frames ((L, 2) float64), or None."""
-        if "reference/orbit" not in self.file:
-            return None
-        return self.file["reference/orbit"][...]
+    def references(self) -> References | None:
+        """The stored references of perturbed frames (farm/plan/references.py), or None."""
+        return layout.read_references(self.file)
 
     # ------------------------------------------------------------------ data
     @property

@@ -1,0 +1,51 @@
+"""Host-side arguments of a perturbed frame (kernels/perturb.cl), as numpy data.
+
+For frame f with reference point C (farm/plan/references.py) and half pixel spacing
+h = h_m 2^h_e, pixel (col, row) of the tile at (x0, y0) has the offset from C
+
+    dc = ((kx0 + 2 col + ref_off.x) + i (ref_off.y - (ky0 + 2 row))) h
+
+with kx0 = 2 x0 + 1 - W, ky0 = 2 y0 + 1 - H and ref_off = (centre - C) / h (two
+doubles, rounded once from the exact difference). The skip table (farm/numerics/bla.py)
+is built on the frame's reference orbit for |dc| up to the frame's largest offset.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import farm.numerics as num
+from farm.numerics import period as per
+from farm.numerics.bla import EPS, SkipTable, empty_table, skip_table_log2
+from farm.plan import FramePlan, Plan, precision
+from farm.plan.references import References
+
+
+@dataclass(frozen=True)
+class PerturbedFrame:
+    """Everything a launch of ``frame`` needs besides its tile position."""
+
+    ref: int  # index into References.refs
+    ref_off: tuple[float, float]  # (centre - C) / h
+    h_m: float  # h = h_m 2^h_e, h_m in [0.5, 1)
+    h_e: int
+    log2_dc_max: float  # log2 of a bound on every pixel's |dc|
+    table: SkipTable  # empty (levels 0..1, no maps): no skipping
+
+
+def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bool = True,
+                    eps: float = EPS) -> PerturbedFrame:
+    k = refs.frame_ref[frame.index]
+    ref = refs.refs[k]
+    with num.workprec(frame.bits):
+        h_m, h_e = num.frexp(frame.spacing / 2)
+    ox, oy = per.offset_in(plan.spec.view.center, ref.point, h_m, h_e, frame.bits)
+    w, h = plan.spec.size
+    # |dc| <= (|ref_off| + the half diagonal in half spacings) h, with a little margin
+    log2_dc_max = math.log2((math.hypot(ox, oy) + math.hypot(w, h)) * h_m * (1 + 2.0**-40)) + h_e
+    table = empty_table()
+    if skipping:
+        fx = frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10
+        table = skip_table_log2(ref.orbit, log2_dc_max, eps, floatexp=fx)
+    return PerturbedFrame(k, (ox, oy), h_m, h_e, log2_dc_max, table)

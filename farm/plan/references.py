@@ -1,0 +1,189 @@
+"""Reference points of perturbed frames: which point each frame perturbs around.
+
+A perturbed frame iterates every pixel as a small delta against one reference orbit
+(kernels/perturb.cl). Skipping iterations pays where the reference is a nucleus of a
+minibrot near the view: its orbit returns to 0 after its period p, so it is computed
+for one period and reused (the kernel wraps at p), pixels near the minibrot follow it
+period after period, and the skip tables can take whole periods. Selection, per zoom:
+
+1. The view centre's orbit is scanned once (farm.numerics.period.scan) for the period
+   of the lowest-period atom each frame's disc meets (the disc holds the view: radius
+   half the diagonal).
+2. For each period found, Newton's method from the centre finds a nucleus of that
+   period; it serves the frames with that period whose disc it lies within
+   ``NUCLEUS_REACH`` radii of (otherwise it is too far for the deltas to stay small).
+3. Frames without a usable nucleus (a centre outside the set, or inside a component
+   whose disc meets no atom of lower period) use the centre itself, iterated to the
+   frames' iteration limit or to its escape, as before.
+
+Each distinct reference is stored once (store ``reference/*``), broadcast once to MPI
+workers, and read back on resume; frames point at theirs by index.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from farm.numerics import period as per
+
+NUCLEUS_REACH = 4.0  # a nucleus serves a frame when it is within this many disc radii
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One reference orbit.
+
+    point    the reference c (decimal strings exact at ``point.bits`` bits)
+    period   p > 0: c is a nucleus of period p; the orbit holds Z(0) .. Z(p), Z(p) ~ 0,
+             and pixels wrap to Z(0) at p. 0: not periodic (the orbit ends at the
+             frames' iteration limit or before c escapes).
+    orbit    (L, 2) float64: Z(0) = 0 .. Z(L-1), rounded from ``point.bits`` bits
+    kind     "nucleus" or "center"
+    log2_scale  for a nucleus, log2 |prod_{m=1}^{p-1} 2 Z(m)|: near the minibrot, the
+             return map after one period is z -> z_p + lambda' z^2, so 1/|lambda'| is
+             the minibrot's size in z (used to detect interior pixels); 0 otherwise
+    """
+
+    point: per.Point
+    period: int
+    orbit: np.ndarray = field(compare=False, repr=False)
+    kind: str = "center"
+    log2_scale: float = 0.0
+
+
+@dataclass(frozen=True)
+class References:
+    """The distinct references of a plan, and the index of each frame's (-1: the
+    frame is not perturbed)."""
+
+    refs: tuple[Reference, ...]
+    frame_ref: tuple[int, ...]
+
+    def of(self, frame: int) -> Reference:
+        k = self.frame_ref[frame]
+        if k < 0:
+            raise ValueError(f"frame {frame} is not perturbed: it has no reference")
+        return self.refs[k]
+
+
+def _log2_radius(plan, frame) -> float:
+    """log2 of half the view's diagonal (the disc that holds the frame)."""
+    w, h = plan.spec.size
+    return math.log2(math.hypot(w, h) / 2) + frame.log10_spacing * math.log2(10)
+
+
+def log2_scale(orbit: np.ndarray) -> float:
+    """log2 |prod_{m=1}^{L-2} 2 Z(m)| for an orbit Z(0) .. Z(L-1) of a nucleus."""
+    z = np.hypot(orbit[1:-1, 0], orbit[1:-1, 1])
+    with np.errstate(divide="ignore"):
+        return float(np.sum(np.log2(2 * z)))
+
+
+def select(plan, progress: Callable[[str], None] | None = None) -> References | None:
+    """The references of ``plan``'s perturbed frames (None when no frame is perturbed).
+    ``progress(text)`` hears about each step (for the command line)."""
+    frames = plan.perturbed
+    if not frames:
+        return None
+    say = progress or (lambda text: None)
+    center = plan.spec.view.center
+    bits = max(f.bits for f in frames)
+    max_iter = max(f.max_iter for f in frames)
+    radii = [_log2_radius(plan, f) for f in frames]
+    scan = per.scan(center, bits, radii, max_iter)
+    nuclei: list[tuple[Reference, float]] = []  # (reference, log2 distance from the centre)
+    for p in sorted(set(scan.periods) - {0}):
+        say(f"reference: looking for a nucleus of period {p}")
+        ref = nucleus_reference(center, p, bits, plan)
+        if ref is not None:
+            nuclei.append((ref, per.log2_distance(ref.point, center)))
+    chosen: dict[int, list[int]] = {}  # index into nuclei (len: the centre) -> frames
+    for f, log2_r in zip(frames, radii, strict=True):
+        reach = log2_r + math.log2(NUCLEUS_REACH)
+        near = [k for k, (_, dist) in enumerate(nuclei) if dist <= reach]
+        chosen.setdefault(min(near) if near else len(nuclei), []).append(f.index)
+    refs: list[Reference] = []
+    frame_ref = [-1] * len(plan.frames)
+    for k in sorted(chosen):
+        members = chosen[k]
+        if k < len(nuclei):
+            ref = nuclei[k][0]
+            say(f"reference: nucleus of period {ref.period} for frames {_span(members)}")
+        else:
+            iterations = max(plan.frames[i].max_iter for i in members)
+            say(f"reference: the view centre, up to {iterations} iterations, for frames "
+                f"{_span(members)}")
+            ref = center_reference(center, bits, iterations, plan)
+        for i in members:
+            frame_ref[i] = len(refs)
+        refs.append(ref)
+    return References(tuple(refs), tuple(frame_ref))
+
+
+def nucleus_reference(center: Sequence[str], p: int, bits: int, plan) -> Reference | None:
+    """The nucleus of period ``p`` that Newton's method finds from the centre, as a
+    reference (None when Newton fails or finds a nucleus of a lower period)."""
+    c = per.nucleus(per.parse(center, bits), p, bits)
+    if c is None or per.lowest_return(c, p, bits) != p:
+        return None
+    orbit = per.orbit(c, bits, p, _r2(plan))
+    if len(orbit) != p + 1:
+        return None
+    return Reference(per.point(c, bits), p, orbit, "nucleus", log2_scale(orbit))
+
+
+def center_reference(center: Sequence[str], bits: int, iterations: int, plan,
+                     progress: Callable[[int], None] | None = None) -> Reference:
+    c = per.parse(center, bits)
+    orbit = per.orbit(c, bits, iterations, _r2(plan), progress)
+    return Reference(per.point(c, bits), 0, orbit, "center")
+
+
+def _r2(plan) -> float:
+    r = plan.spec.iterations.escape_radius
+    return float(r) * float(r)
+
+
+def _span(indices: Sequence[int]) -> str:
+    """"3-17, 20" from sorted frame indices."""
+    out, run = [], [indices[0]]
+    for k in list(indices[1:]) + [None]:
+        if k is not None and k == run[-1] + 1:
+            run.append(k)
+            continue
+        out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+        if k is not None:
+            run = [k]
+    return ", ".join(out)
+
+
+# ---------------------------------------------------------------------- packing
+def pack(refs: References) -> tuple[dict, np.ndarray]:
+    """(metadata, orbits): everything but the orbits as plain lists (for the store's
+    small datasets and MPI's pickled broadcast), and every orbit back to back as one
+    (sum L, 2) float64 array (one buffer to write or broadcast)."""
+    lengths = [len(r.orbit) for r in refs.refs]
+    meta = {
+        "re": [r.point.re for r in refs.refs], "im": [r.point.im for r in refs.refs],
+        "bits": [r.point.bits for r in refs.refs], "period": [r.period for r in refs.refs],
+        "kind": [r.kind for r in refs.refs], "log2_scale": [r.log2_scale for r in refs.refs],
+        "starts": [0, *np.cumsum(lengths).tolist()], "frame_ref": list(refs.frame_ref),
+    }
+    orbits = (np.concatenate([r.orbit for r in refs.refs]) if refs.refs
+              else np.zeros((0, 2)))
+    return meta, np.ascontiguousarray(orbits, dtype=np.float64)
+
+
+def unpack(meta: dict, orbits: np.ndarray) -> References:
+    """Inverse of :func:`pack`."""
+    starts = [int(s) for s in meta["starts"]]
+    refs = tuple(
+        Reference(per.Point(str(meta["re"][k]), str(meta["im"][k]), int(meta["bits"][k])),
+                  int(meta["period"][k]), orbits[starts[k]:starts[k + 1]], str(meta["kind"][k]),
+                  float(meta["log2_scale"][k]))
+        for k in range(len(starts) - 1))
+    return References(refs, tuple(int(k) for k in meta["frame_ref"]))
