@@ -42,9 +42,10 @@
                     const int ky0, const double2 ref_off, const double h_m, const int h_e, \
                     const double r2, __global const double2 *bla_ab,                     \
                     __global const double *bla_r, __global const uint *bla_off,          \
-                    const uint bla_levels, const uint bla_shift STEPS_ARGS
+                    const uint bla_levels, const uint bla_shift, const double lam_m,     \
+                    const int lam_e STEPS_ARGS
 #define FORMAT_ARG_NAMES orbit, orbit_len, kx0, ky0, ref_off, h_m, h_e, r2, bla_ab, bla_r, \
-                         bla_off, bla_levels, bla_shift STEPS_ARG_NAMES
+                         bla_off, bla_levels, bla_shift, lam_m, lam_e STEPS_ARG_NAMES
 
 /* Built with -DPERTURB_STEPS (benchmarks only): two more arguments, steps_out [npix]
  * uint and steps_tw uint (the tile width), get each pixel's number of loop passes (a
@@ -130,6 +131,20 @@ inline double2 cmul(double2 a, double2 b)
     return (double2)(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
 }
 
+/* Interior pixels (a nucleus reference of period p, lam_m != 0): at each wrap the
+ * pixel's z, times lambda' = prod_{m=1}^{p-1} 2 Z(m) (|lambda'| = lam_m 2^lam_e), is its
+ * point w in the minibrot's own coordinates, where one period maps w -> w^2 + c'
+ * (farm/plan/references.py). With a = |w| at the previous wrap and b = |w' - w| the move
+ * over the period since: if a < 0.45 and b <= (1 - 2a)^2 / 16, the map sends the disc of
+ * radius (1 - 2a) / 4 around w into itself as a contraction (|2w| <= (1 + 2a) / 2 < 1 on
+ * it; the margin 16 instead of 8 covers the quadratic model's error): an attracting
+ * cycle of period p, so the pixel never escapes (count 0). */
+inline bool attracted(double a, double b)
+{
+    const double room = 1.0 - 2.0 * a;
+    return a < 0.45 && b * 16.0 <= room * room;
+}
+
 #ifndef PERTURB_FX
 
 /* The longest valid skip for the pixel with delta (*dr, *di): applies it and returns
@@ -170,6 +185,8 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
     double dr = 0.0, di = 0.0;
     uint m = 0;
     double2 Z = (double2)(0.0, 0.0); /* Z(m), kept in registers: one orbit load a step */
+    double wr = 0.0, wi = 0.0;       /* z at the last wrap (interior test) */
+    bool wrapped = false;            /* whether that wrap was one period ago */
     STEPS_DECL;
     for (uint n = 1; n <= max_iter; ++n) {
         COUNT_STEP();
@@ -197,13 +214,31 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
             STORE_STEPS(col, row);
             return n;
         }
-        /* rebase: the pixel is nearer 0 than its delta, or the reference ends (after a
-         * skip |d| is far below |Z|, so only the end can apply) */
-        if (mag < dr * dr + di * di || m == orbit_len - 1) {
+        /* the reference ends (a nucleus: one period since m = 0): the pixel goes on
+         * from Z(0) = 0 with d = Z(m) + d, and meets the interior test */
+        if (m == orbit_len - 1) {
+            if (lam_m != 0.0) {
+                if (wrapped && attracted(ldexp(hypot(wr, wi) * lam_m, lam_e),
+                                         ldexp(hypot(zr - wr, zi - wi) * lam_m, lam_e))) {
+                    STORE_STEPS(col, row);
+                    return 0;
+                }
+                wr = zr;
+                wi = zi;
+                wrapped = true;
+            }
             dr = zr;
             di = zi;
             m = 0;
             Z = (double2)(0.0, 0.0);
+        } else if (mag < dr * dr + di * di) {
+            /* rebase: the pixel is nearer 0 than its delta (after a skip |d| is far
+             * below |Z|, so only a step gets here) */
+            dr = zr;
+            di = zi;
+            m = 0;
+            Z = (double2)(0.0, 0.0);
+            wrapped = false;
         }
     }
     STORE_STEPS(col, row);
@@ -245,6 +280,19 @@ inline fx2 fx_add(fx2 a, fx2 b)
     const int d = a.e - b.e;
     const double2 bm = d > 60 ? (double2)(0.0, 0.0) : (double2)(ldexp(b.m.x, -d), ldexp(b.m.y, -d));
     return fx_norm(a.m + bm, a.e);
+}
+
+/* a - b */
+inline fx2 fx_sub(fx2 a, fx2 b)
+{
+    b.m = -b.m;
+    return fx_add(a, b);
+}
+
+/* |a| s 2^k as a double (0 below double's range, inf above) */
+inline double fx_abs_scaled(fx2 a, double s, int k)
+{
+    return a.e == FX_ZERO_EXP ? 0.0 : ldexp(hypot(a.m.x, a.m.y) * s, a.e + k);
 }
 
 /* The double value (0 below double's range). */
@@ -310,6 +358,8 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
     *c = orbit[1] + fx_to_double(dc);
     fx2 d = fx_norm((double2)(0.0, 0.0), 0);
     uint m = 0;
+    fx2 w = d;            /* z at the last wrap (interior test) */
+    bool wrapped = false; /* whether that wrap was one period ago */
     STEPS_DECL;
     for (uint n = 1; n <= max_iter; ++n) {
         COUNT_STEP();
@@ -335,9 +385,23 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
             STORE_STEPS(col, row);
             return n;
         }
-        if (mag < dot(dd, dd) || m == orbit_len - 1) {
+        if (m == orbit_len - 1) {
+            /* wrap (see the double loop), in floatexp: d may be below double's range */
+            d = fx_add(d, fx_norm(Z, 0));
+            if (lam_m != 0.0) {
+                if (wrapped && attracted(fx_abs_scaled(w, lam_m, lam_e),
+                                         fx_abs_scaled(fx_sub(d, w), lam_m, lam_e))) {
+                    STORE_STEPS(col, row);
+                    return 0;
+                }
+                w = d;
+                wrapped = true;
+            }
+            m = 0;
+        } else if (mag < dot(dd, dd)) {
             d = fx_norm((double2)(zr, zi), 0);
             m = 0;
+            wrapped = false;
         }
     }
     STORE_STEPS(col, row);

@@ -32,10 +32,13 @@ class PerturbedFrame:
     h_e: int
     log2_dc_max: float  # log2 of a bound on every pixel's |dc|
     table: SkipTable  # empty (levels 0..1, no maps): no skipping
+    lam: tuple[float, int]  # |lambda'| = lam[0] 2^lam[1] for the interior test; (0, 0): off
 
 
 def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bool = True,
-                    eps: float = EPS) -> PerturbedFrame:
+                    eps: float = EPS, interior: bool = True) -> PerturbedFrame:
+    """The arguments of ``frame``; ``skipping`` and ``interior`` (the early exit of
+    pixels attracted to the nucleus' cycle) can be turned off for measurements."""
     k = refs.frame_ref[frame.index]
     ref = refs.refs[k]
     with num.workprec(frame.bits):
@@ -48,4 +51,8 @@ def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bo
     if skipping:
         fx = frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10
         table = skip_table_log2(ref.orbit, log2_dc_max, eps, floatexp=fx)
-    return PerturbedFrame(k, (ox, oy), h_m, h_e, log2_dc_max, table)
+    lam = (0.0, 0)
+    if interior and ref.period > 0 and math.isfinite(ref.log2_scale):
+        e = math.floor(ref.log2_scale) + 1
+        lam = (2.0 ** (ref.log2_scale - e), e)  # mantissa in [0.5, 1)
+    return PerturbedFrame(k, (ox, oy), h_m, h_e, log2_dc_max, table, lam)

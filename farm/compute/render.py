@@ -135,7 +135,7 @@ class TileRenderer:
     def __init__(self, device: cl.Device, info: DeviceInfo, plan: Plan,
                  config: LaunchConfig | None = None, slots: int = 4,
                  references: References | None = None, skipping: bool = True,
-                 count_steps: bool = False):
+                 count_steps: bool = False, interior: bool = True):
         self.info = info
         self.plan = plan
         self.config = config or LaunchConfig.for_device(info)
@@ -150,6 +150,7 @@ class TileRenderer:
                 npix = plan.grid.tile_w * plan.grid.tile_h
                 slot.steps = cl.Buffer(self.ctx, cl.mem_flags.WRITE_ONLY, 4 * npix)
         self.skipping = skipping
+        self.interior = interior  # pixels attracted to a nucleus' cycle stop early
         self.count_steps = count_steps  # benchmarks: TileResult.arrays["steps"] (perturbed frames)
         self.references = references
         self._orbits: dict[int, cl.Buffer] = {}  # reference index -> its orbit, uploaded once
@@ -211,7 +212,8 @@ class TileRenderer:
     def _build_frame_args(self, frame: FramePlan) -> list:
         if self.references is None:
             raise RuntimeError("a perturbed frame needs its reference orbit")
-        pf = perturbed_frame(self.plan, self.references, frame, self.skipping)
+        pf = perturbed_frame(self.plan, self.references, frame, self.skipping,
+                             interior=self.interior)
         t = pf.table
         mf = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
         orbit = self.references.refs[pf.ref].orbit
@@ -221,7 +223,7 @@ class TileRenderer:
                 cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.coef, dtype=np.float64)),
                 cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.radius, dtype=np.float64)),
                 cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.offsets, dtype=np.uint32)),
-                np.uint32(t.levels), np.uint32(t.shift)]
+                np.uint32(t.levels), np.uint32(t.shift), np.float64(pf.lam[0]), np.int32(pf.lam[1])]
 
     # ----------------------------------------------------------------- launches
     def _kernel(self, frame: FramePlan) -> cl.Kernel:
