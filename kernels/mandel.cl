@@ -39,7 +39,10 @@
  *                              the host zeroes it before the launch
  *
  * Work assignment: work-item g of G (the global size) takes pixels g, g+G, g+2G, ...
- * so that the expensive pixels of a region spread over all work-items.
+ * so that the expensive pixels of a region spread over all work-items. Built with
+ * -DPERTURB_LANES (perturbation on CPUs, after perturb_lanes.cl), a work-item keeps
+ * several of its pixels in flight at once (escape_lanes); each result still goes
+ * through pixel_done.
  */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 
@@ -84,6 +87,25 @@ inline float smooth_offset(double2 z, double cr, double ci)
     return (float)(extra - log2(log(m2) / SMOOTH_LN_B2));
 }
 
+/* Where one pixel's results go: its count, smooth offset and histogram bin. */
+struct pixel_sink {
+    __global uint *iters;
+    __global float *frac;
+    __global hist_t *hist;
+    __local uint *lh;
+    uint nlocal;
+};
+
+void pixel_done(struct pixel_sink *sink, uint p, uint n, double2 z, double2 c)
+{
+    sink->iters[p] = n;
+    sink->frac[p] = n ? smooth_offset(z, c.x, c.y) : 0.0f;
+    if (n < sink->nlocal)
+        atomic_inc(&sink->lh[n]);
+    else
+        hist_add(sink->hist, n, 1u);
+}
+
 __kernel void mandel(FORMAT_ARGS, const uint tw, const uint npix, const uint max_iter,
                      __global uint *iters, __global float *frac, __global hist_t *hist)
 {
@@ -94,18 +116,19 @@ __kernel void mandel(FORMAT_ARGS, const uint tw, const uint npix, const uint max
         lh[b] = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
 
+    struct pixel_sink sink = {iters, frac, hist, lh, nlocal};
     const uint G = get_global_size(0);
+#if defined(PERTURB_LANES) && !defined(PERTURB_FX)
+    /* the format keeps several pixels in flight per work-item (perturb_lanes.cl) */
+    escape_lanes(FORMAT_ARG_NAMES, get_global_id(0), G, npix, tw, max_iter, &sink);
+#else
     for (uint p = get_global_id(0); p < npix; p += G) {
         const uint row = p / tw, col = p - row * tw;
         double2 z = (double2)(0.0, 0.0), c;
         const uint n = escape_pixel(FORMAT_ARG_NAMES, col, row, max_iter, &z, &c);
-        iters[p] = n;
-        frac[p] = n ? smooth_offset(z, c.x, c.y) : 0.0f;
-        if (n < nlocal)
-            atomic_inc(&lh[n]);
-        else
-            hist_add(hist, n, 1u);
+        pixel_done(&sink, p, n, z, c);
     }
+#endif
 
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint b = lid; b < nlocal; b += lsz)

@@ -1,42 +1,54 @@
 /* perturb.cl: escape time by perturbation against a reference orbit, for any depth.
  *
- * The view's centre C has a reference orbit Z(0) = 0, Z(n+1) = Z(n)^2 + C, computed
- * once on the host at the depth's precision (mpmath) and rounded to doubles. A pixel
- * c = C + dc follows z(n) = Z(m) + d with
+ * A reference point C (the nucleus of a minibrot near the view, or the view centre;
+ * farm/plan/references.py) has the orbit Z(0) = 0, Z(n+1) = Z(n)^2 + C, computed on
+ * the host at the depth's precision and rounded to doubles. A pixel c = C + dc follows
+ * z(n) = Z(m) + d with
  *     d <- (2 Z(m) + d) d + dc,  m <- m + 1
  * and is rebased (d <- Z(m) + d, m <- 0) whenever |Z(m) + d| < |d| or the reference
  * ends: the pixel then follows the reference from its start again, so one reference
- * serves every pixel without glitch detection (Zhuoran's rebasing). The count n is
- * the pixel's own: the contract of mandel.cl (first n >= 1 with |z(n)|^2 > R^2).
+ * serves every pixel without glitch detection (Zhuoran's rebasing). For a nucleus of
+ * period p the orbit holds one period, Z(0) .. Z(p) with Z(p) ~ 0, and "the reference
+ * ends" is the wrap to the next period. The count n is the pixel's own: the contract of
+ * mandel.cl (first n >= 1 with |z(n)|^2 > R^2, 0 when none up to max_iter).
  *
  * Number formats: Z in doubles (|Z| <= R). d and dc in doubles, or, built with
  * -DPERTURB_FX for pixel spacings below 1e-305 (where pixel offsets stop being normal
- * doubles), in "floatexp": a
- * complex mantissa pair sharing one int exponent, value (m.x + i m.y) * 2^e, with
- * max(|m.x|, |m.y|) in [0.5, 1) (or m = 0), normalised after every step.
+ * doubles), in "floatexp": a complex mantissa pair sharing one int exponent, value
+ * (m.x + i m.y) * 2^e, with max(|m.x|, |m.y|) in [0.5, 1) (or m = 0), normalised after
+ * every step. Products are written as explicit fma() with contraction off, so that
+ * every device (and perturb_lanes.cl) rounds alike.
  *
- * Iteration skipping (both formats): a bilinear-approximation table (built on the
- * host per frame, farm/numerics/bla.py) maps d at step m to d at step m + 2^j as
- * A d + B dc while |d| < R; the loop takes the longest such map that starts at m
- * (m - 1 a multiple of 2^j) and is valid, checks escape where it lands, and otherwise
- * takes one ordinary step. bla_levels = 0 turns skipping off.
+ * Iteration skipping (both formats): a table of maps (built on the host per frame,
+ * farm/numerics/bla.py) takes d at step m to d at step m + 2^j as
+ *     A d + B dc + (C d + D dc) d + (E dc) dc        while |d| < R;
+ * the loop takes the longest such map that starts at m (m - 1 a multiple of 2^j) and
+ * is valid, checks escape where it lands, and otherwise takes one ordinary step.
+ * bla_levels = 0 turns skipping off.
+ *
+ * Interior pixels (a nucleus reference, lam_m != 0): see attracted() below.
  *
  * Extensions: cl_khr_fp64.
  *
- * Provides, for mandel.cl: FORMAT_ARGS, FORMAT_ARG_NAMES and escape_pixel. Arguments:
+ * Provides, for mandel.cl: FORMAT_ARGS, FORMAT_ARG_NAMES and escape_pixel (and, with
+ * perturb_lanes.cl, escape_lanes). Arguments:
  *   orbit     [orbit_len] double2   Z(0) .. Z(orbit_len - 1), Z(0) = 0, Z(1) = C
  *   orbit_len           uint       >= 2; all |Z(m)|^2 <= R^2
- *   kx0, ky0            int        2 x0 + 1 - W and 2 y0 + 1 - H for the tile at (x0, y0):
- *                                  pixel (col, row) has dc = ((kx0 + 2 col) - i (ky0 + 2 row)) h
+ *   kx0, ky0            int        2 x0 + 1 - W and 2 y0 + 1 - H for the tile at (x0, y0)
+ *   ref_off             double2    (view centre - C) / h: see pixel_offset()
  *   h_m, h_e          double, int  half the pixel spacing, h = h_m * 2^h_e, h_m in [0.5, 1)
  *   r2                  double     escape radius squared
- *   bla_ab    [N]       double4    (A.re, A.im, B.re, B.im) of each map
- *   bla_r     [N]       double     its validity radius
+ *   bla_ab    [5 N]     double2    A, B, C, D, E of each map (complex)
+ *   bla_r     [N]       double     its validity radius (floatexp builds: its log2)
  *   bla_off   [levels+1] uint      level j's maps are bla_off[j] .. bla_off[j+1] - 1;
  *                                  map k of level j starts at step 1 + k 2^j
  *   bla_levels          uint       levels in the table (0: no skipping)
+ *   bla_shift           uint       every map at step m has R <= 2^-(shift+1) max(|Z.x|,|Z.y|)
+ *   lam_m, lam_e      double, int  |lambda'| = lam_m 2^lam_e of a nucleus (lam_m = 0: no
+ *                                  interior test)
  */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#pragma OPENCL FP_CONTRACT OFF
 
 #define FORMAT_ARGS __global const double2 *orbit, const uint orbit_len, const int kx0, \
                     const int ky0, const double2 ref_off, const double h_m, const int h_e, \
@@ -57,9 +69,9 @@
 #define COUNT_STEP() (++steps)
 #define STORE_STEPS(col, row) (steps_out[(row) * steps_tw + (col)] = steps)
 #else
-#define STEPS_DECL
 #define STEPS_ARGS
 #define STEPS_ARG_NAMES
+#define STEPS_DECL
 #define COUNT_STEP()
 #define STORE_STEPS(col, row)
 #endif
@@ -73,11 +85,14 @@ inline double2 pixel_offset(int kx0, int ky0, double2 ref_off, uint col, uint ro
                      ref_off.y - (double)(ky0 + 2 * (int)row));
 }
 
+/* ------------------------------------------------------------------ skip tables */
+
 /* The longest valid skip at step m (>= 1) for a delta of size at most dmax: returns
  * 1 + its level, or 0 when none is valid. Validity is monotone in the level (a map's
- * radius never grows with its level, R = min(R1, ...), and a map that exists or fits
- * the remaining iterations implies its halves do): level 0 first, so a pixel that
- * cannot skip pays one load, then a binary search for the highest valid level. */
+ * radius never grows with its level, and a map that exists or fits the remaining
+ * iterations implies its halves do): level BLA_MIN_LEVEL first (1 by default: level 0,
+ * single steps, is the loop's own; perturb_lanes.cl takes only longer skips), so a
+ * pixel that cannot skip pays one load, then a binary search. */
 inline int bla_valid(__global const double *bla_r, __global const uint *bla_off, uint r, uint j,
                      uint room, double dmax)
 {
@@ -85,14 +100,19 @@ inline int bla_valid(__global const double *bla_r, __global const uint *bla_off,
     return idx < bla_off[j + 1] && (1u << j) <= room && dmax < bla_r[idx];
 }
 
+#ifndef BLA_MIN_LEVEL
+#define BLA_MIN_LEVEL 1 /* the shortest skip taken: 2^BLA_MIN_LEVEL steps */
+#endif
+
 inline uint bla_level(__global const double *bla_r, __global const uint *bla_off,
                       uint bla_levels, uint m, uint room, double dmax)
 {
-    const uint r = m - 1;
-    if ((r & 1u) || bla_levels < 2 || !bla_valid(bla_r, bla_off, r, 1, room, dmax))
+    const uint r = m - 1, lo_mask = (1u << BLA_MIN_LEVEL) - 1u;
+    if ((r & lo_mask) || bla_levels <= BLA_MIN_LEVEL ||
+        !bla_valid(bla_r, bla_off, r, BLA_MIN_LEVEL, room, dmax))
         return 0;
     /* level j starts maps at steps with (m - 1) % 2^j == 0 */
-    uint lo = 1, hi = min(popcount((r & (0u - r)) - 1u), bla_levels - 1);
+    uint lo = BLA_MIN_LEVEL, hi = min(popcount((r & (0u - r)) - 1u), bla_levels - 1);
     while (lo < hi) {
         const uint mid = (lo + hi + 1) / 2;
         if (bla_valid(bla_r, bla_off, r, mid, room, dmax))
@@ -101,6 +121,13 @@ inline uint bla_level(__global const double *bla_r, __global const uint *bla_off
             hi = mid - 1;
     }
     return lo + 1;
+}
+
+/* The map (A, B, C, D, E) of level `level` starting at step m. */
+inline __global const double2 *bla_map(__global const double2 *bla_ab,
+                                       __global const uint *bla_off, uint m, uint level)
+{
+    return bla_ab + 5 * (bla_off[level] + ((m - 1) >> level));
 }
 
 /* |x + i y| <= sqrt(2) max(|x|, |y|): a bound with no squares, which underflow below
@@ -118,18 +145,13 @@ inline uint high_word_max(double x, double y)
     return max(as_uint2(x).y & 0x7fffffffu, as_uint2(y).y & 0x7fffffffu);
 }
 
-/* The map (A.re, A.im, B.re, B.im) of level `level` starting at step m. */
-inline __global const double2 *bla_map(__global const double2 *bla_ab,
-                                       __global const uint *bla_off, uint m, uint level)
-{
-    return bla_ab + 5 * (bla_off[level] + ((m - 1) >> level));
-}
-
 /* the complex product a b */
 inline double2 cmul(double2 a, double2 b)
 {
-    return (double2)(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+    return (double2)(fma(a.x, b.x, -a.y * b.y), fma(a.x, b.y, a.y * b.x));
 }
+
+/* ------------------------------------------------------------------ interior */
 
 /* Interior pixels (a nucleus reference of period p, lam_m != 0): at each wrap the
  * pixel's z, times lambda' = prod_{m=1}^{p-1} 2 Z(m) (|lambda'| = lam_m 2^lam_e), is its
@@ -147,98 +169,134 @@ inline bool attracted(double a, double b)
 
 #ifndef PERTURB_FX
 
-/* The longest valid skip for the pixel with delta (*dr, *di): applies it and returns
+/* ------------------------------------------------------------------ double deltas */
+
+/* One perturbation step d <- (2 Z + d) d + dc, two FMAs a part (H200: 2% to 11% faster
+ * than mul, fma, add). */
+inline double2 delta_step(double2 d, double2 Z, double2 dc)
+{
+    const double ar = fma(2.0, Z.x, d.x), ai = fma(2.0, Z.y, d.y);
+    return (double2)(fma(ar, d.x, fma(-ai, d.y, dc.x)), fma(ar, d.y, fma(ai, d.x, dc.y)));
+}
+
+/* A map applied: A d + B dc + (C d + D dc) d + (E dc) dc, products ordered so that
+ * nothing underflows where d and dc are tiny and C, D, E huge. */
+inline double2 bla_apply(__global const double2 *map, double2 d, double2 dc)
+{
+    const double2 quad = cmul(cmul(map[2], d) + cmul(map[3], dc), d) + cmul(cmul(map[4], dc), dc);
+    return cmul(map[0], d) + cmul(map[1], dc) + quad;
+}
+
+/* The longest valid skip for the pixel with delta *d at step m: applies it and returns
  * its length, or returns 0. */
 inline uint bla_take(__global const double2 *bla_ab, __global const double *bla_r,
                      __global const uint *bla_off, uint bla_levels, uint m, uint room,
-                     double *dr, double *di, double dcr, double dci)
+                     double2 *d, double2 dc)
 {
-    const uint level = bla_level(bla_r, bla_off, bla_levels, m, room, abs_bound(*dr, *di));
+    const uint level = bla_level(bla_r, bla_off, bla_levels, m, room, abs_bound(d->x, d->y));
     if (!level)
         return 0;
-    __global const double2 *map = bla_map(bla_ab, bla_off, m, level - 1);
-    const double2 d = (double2)(*dr, *di), dc = (double2)(dcr, dci);
-    /* A d + B dc + (C d + D dc) d + (E dc) dc, products ordered so that nothing
-     * underflows where d and dc are tiny and C, D, E huge */
-    const double2 lin = cmul(map[0], d) + cmul(map[1], dc);
-    const double2 quad = cmul(cmul(map[2], d) + cmul(map[3], dc), d) + cmul(cmul(map[4], dc), dc);
-    *dr = lin.x + quad.x;
-    *di = lin.y + quad.y;
+    *d = bla_apply(bla_map(bla_ab, bla_off, m, level - 1), *d, dc);
     return 1u << (level - 1);
 }
 
-/* A cheap filter in front of bla_take: a map at step m needs |d| < R <= 2^-52 |Z(m)|
- * (bla.py, EPS = 2^-53), so a skip is impossible unless max(|dr|, |di|) is below about
- * 2^-51 max(|Z.x|, |Z.y|). Most steps fail that, so it is tested on high words
- * (H200: -1% to +6% against the same test in doubles over five workloads,
- * BENCHMARKS.md). */
-inline bool bla_worth_trying(double dr, double di, double2 Z, uint shift)
+/* A cheap filter in front of bla_take: a map at step m needs |d| < R <= 2^-(shift+1)
+ * max(|Z.x|, |Z.y|) (bla.py), so a skip is impossible unless max(|d.x|, |d.y|) * 2^shift
+ * is below max(|Z.x|, |Z.y|) / 2; tested on high words (H200: -1% to +6% against the
+ * same test in doubles over five workloads, BENCHMARKS.md). */
+inline bool bla_worth_trying(double2 d, double2 Z, uint shift)
 {
-    return high_word_max(dr, di) + (shift << 20) < high_word_max(Z.x, Z.y);
+    return high_word_max(d.x, d.y) + (shift << 20) < high_word_max(Z.x, Z.y);
+}
+
+/* |z|^2 and |d|^2 as the loops compare them */
+inline double norm2(double2 z)
+{
+    return fma(z.x, z.x, z.y * z.y);
+}
+
+/* The wrap's interior test for z (this wrap) against w (the last one). */
+inline bool wrap_attracted(double2 w, double2 z, double lam_m, int lam_e)
+{
+    return attracted(ldexp(hypot(w.x, w.y) * lam_m, lam_e),
+                     ldexp(hypot(z.x - w.x, z.y - w.y) * lam_m, lam_e));
+}
+
+/* One pixel's state: the loop's variables, in one place. */
+typedef struct {
+    double2 d;    /* delta from Z(m) */
+    double2 dc;   /* offset of the pixel from the reference point */
+    double2 Z;    /* Z(m), kept in registers: one orbit load a step */
+    double2 w;    /* z at the last wrap (interior test) */
+    uint m;       /* reference step */
+    uint n;       /* iterations done */
+    bool wrapped; /* whether the last wrap was one period ago */
+} pixel_state;
+
+inline pixel_state pixel_start(FORMAT_ARGS, uint col, uint row)
+{
+    pixel_state s;
+    s.dc = ldexp(pixel_offset(kx0, ky0, ref_off, col, row) * h_m, h_e);
+    s.d = s.Z = s.w = (double2)(0.0, 0.0);
+    s.m = s.n = 0;
+    s.wrapped = false;
+    return s;
+}
+
+/* After a step or a skip has moved the pixel to step m with delta d: escape (returns
+ * 1, z set), interior (returns 2), or on (returns 0; rebased or wrapped if due). */
+inline int pixel_after(FORMAT_ARGS, pixel_state *s, double2 *z)
+{
+    s->Z = orbit[s->m];
+    const double2 zz = s->Z + s->d;
+    const double mag = norm2(zz);
+    if (mag > r2) {
+        *z = zz;
+        return 1;
+    }
+    if (s->m == orbit_len - 1) {
+        /* the reference ends (a nucleus: one period since m = 0): the pixel goes on
+         * from Z(0) = 0 with d = Z(m) + d, and meets the interior test */
+        if (lam_m != 0.0) {
+            if (s->wrapped && wrap_attracted(s->w, zz, lam_m, lam_e))
+                return 2;
+            s->w = zz;
+            s->wrapped = true;
+        }
+        s->d = zz;
+        s->m = 0;
+        s->Z = (double2)(0.0, 0.0);
+    } else if (mag < norm2(s->d)) {
+        /* rebase: the pixel is nearer 0 than its delta (after a skip |d| is far below
+         * |Z|, so only a step gets here) */
+        s->d = zz;
+        s->m = 0;
+        s->Z = (double2)(0.0, 0.0);
+        s->wrapped = false;
+    }
+    return 0;
 }
 
 inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2 *z, double2 *c)
 {
-    const double2 dcm = pixel_offset(kx0, ky0, ref_off, col, row) * h_m;
-    const double dcr = ldexp(dcm.x, h_e), dci = ldexp(dcm.y, h_e);
-    *c = orbit[1] + (double2)(dcr, dci);
-    double dr = 0.0, di = 0.0;
-    uint m = 0;
-    double2 Z = (double2)(0.0, 0.0); /* Z(m), kept in registers: one orbit load a step */
-    double wr = 0.0, wi = 0.0;       /* z at the last wrap (interior test) */
-    bool wrapped = false;            /* whether that wrap was one period ago */
+    pixel_state s = pixel_start(FORMAT_ARG_NAMES, col, row);
+    *c = orbit[1] + s.dc;
     STEPS_DECL;
-    for (uint n = 1; n <= max_iter; ++n) {
+    while (s.n < max_iter) {
         COUNT_STEP();
         uint len = 0;
-        if (m >= 1 && bla_levels && bla_worth_trying(dr, di, Z, bla_shift)) {
-            len = bla_take(bla_ab, bla_r, bla_off, bla_levels, m, max_iter - n + 1, &dr, &di,
-                           dcr, dci);
-            n += len ? len - 1 : 0; /* iterations n .. n + len - 1 are done */
-        }
+        if (s.m >= 1 && bla_levels && bla_worth_trying(s.d, s.Z, bla_shift))
+            len = bla_take(bla_ab, bla_r, bla_off, bla_levels, s.m, max_iter - s.n, &s.d, s.dc);
         if (!len) {
-            const double ar = 2.0 * Z.x + dr, ai = 2.0 * Z.y + di;
-            /* written so that contraction gives two FMAs per part (H200: 2% to 11%
-             * faster than ar * dr - ai * di + dcr, which compiles to mul, fma, add) */
-            const double nr = ar * dr + (dcr - ai * di);
-            di = ar * di + (dci + ai * dr);
-            dr = nr;
+            s.d = delta_step(s.d, s.Z, s.dc);
             len = 1;
         }
-        m += len;
-        Z = orbit[m];
-        const double zr = Z.x + dr, zi = Z.y + di;
-        const double mag = zr * zr + zi * zi;
-        if (mag > r2) {
-            *z = (double2)(zr, zi);
+        s.m += len;
+        s.n += len;
+        const int end = pixel_after(FORMAT_ARG_NAMES, &s, z);
+        if (end) {
             STORE_STEPS(col, row);
-            return n;
-        }
-        /* the reference ends (a nucleus: one period since m = 0): the pixel goes on
-         * from Z(0) = 0 with d = Z(m) + d, and meets the interior test */
-        if (m == orbit_len - 1) {
-            if (lam_m != 0.0) {
-                if (wrapped && attracted(ldexp(hypot(wr, wi) * lam_m, lam_e),
-                                         ldexp(hypot(zr - wr, zi - wi) * lam_m, lam_e))) {
-                    STORE_STEPS(col, row);
-                    return 0;
-                }
-                wr = zr;
-                wi = zi;
-                wrapped = true;
-            }
-            dr = zr;
-            di = zi;
-            m = 0;
-            Z = (double2)(0.0, 0.0);
-        } else if (mag < dr * dr + di * di) {
-            /* rebase: the pixel is nearer 0 than its delta (after a skip |d| is far
-             * below |Z|, so only a step gets here) */
-            dr = zr;
-            di = zi;
-            m = 0;
-            Z = (double2)(0.0, 0.0);
-            wrapped = false;
+            return end == 1 ? s.n : 0;
         }
     }
     STORE_STEPS(col, row);
@@ -246,6 +304,8 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
 }
 
 #else /* PERTURB_FX: floatexp deltas */
+
+/* ------------------------------------------------------------------ floatexp deltas */
 
 typedef struct {
     double2 m; /* mantissa pair, max |component| in [0.5, 1), or 0 */
@@ -301,23 +361,15 @@ inline double2 fx_to_double(fx2 a)
     return a.e < -1100 ? (double2)(0.0, 0.0) : (double2)(ldexp(a.m.x, a.e), ldexp(a.m.y, a.e));
 }
 
-/* An upper bound of |a| as a double: sqrt(2) max(|m.x|, |m.y|) 2^e (0 below double's
- * range, where every skip radius that is not 0 holds it). */
-inline double fx_bound(fx2 a)
-{
-    return a.e < -1100 ? 0.0 : ldexp(abs_bound(a.m.x, a.m.y), a.e);
-}
-
 /* The cheap filter of the double loop, on exponents: |d| >= 2^(d.e - 1), and a map at
- * step m needs |d| < R <= 2^-52 |Z(m)| < 2^(-51.5 + E) with E - 1 = floor(log2
- * max(|Z.x|, |Z.y|)), so a skip is impossible unless d.e < E - 50; this passes a little
- * more (d.e < E - 48). E comes from the high words (a subnormal or 0 gives E <= -1022,
- * where nothing passes). */
+ * step m needs |d| < R <= 2^-(shift+1) max(|Z.x|, |Z.y|) < 2^(E - shift - 1) with E - 1 =
+ * floor(log2 max(|Z.x|, |Z.y|)), so a skip is impossible unless d.e < E - shift; this
+ * passes a little more (d.e < E - shift + 3). E comes from the high words (a subnormal
+ * or 0 gives E <= -1022, where nothing passes). */
 inline bool fx_bla_worth_trying(fx2 d, double2 Z, uint shift)
 {
     return d.e < (int)(high_word_max(Z.x, Z.y) >> 20) - 1022 - (int)shift + 3;
 }
-
 
 /* a b for a double complex a (any finite size: a map's A reaches 1e300 and beyond) */
 inline fx2 fx_mul_d(double2 a, fx2 b)
@@ -379,14 +431,14 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
         const double2 dd = fx_to_double(d);
         const double2 Z = orbit[m];
         const double zr = Z.x + dd.x, zi = Z.y + dd.y;
-        const double mag = zr * zr + zi * zi;
+        const double mag = fma(zr, zr, zi * zi);
         if (mag > r2) {
             *z = (double2)(zr, zi);
             STORE_STEPS(col, row);
             return n;
         }
         if (m == orbit_len - 1) {
-            /* wrap (see the double loop), in floatexp: d may be below double's range */
+            /* wrap (see pixel_after), in floatexp: d may be below double's range */
             d = fx_add(d, fx_norm(Z, 0));
             if (lam_m != 0.0) {
                 if (wrapped && attracted(fx_abs_scaled(w, lam_m, lam_e),
@@ -398,7 +450,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
                 wrapped = true;
             }
             m = 0;
-        } else if (mag < dot(dd, dd)) {
+        } else if (mag < fma(dd.x, dd.x, dd.y * dd.y)) {
             d = fx_norm((double2)(zr, zi), 0);
             m = 0;
             wrapped = false;
@@ -409,3 +461,5 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
 }
 
 #endif
+
+#pragma OPENCL FP_CONTRACT ON

@@ -23,6 +23,7 @@ frame, kept for the last few).
 from __future__ import annotations
 
 import collections
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,17 +50,24 @@ class LaunchConfig:
     The global size is ``min(pixels rounded up to local_size, groups_per_unit *
     compute_units * local_size)``; each work-item takes every G-th pixel. Counts
     below ``local_bins`` are counted in local memory, the rest with global atomics.
+    ``lanes`` > 1: perturbation with double deltas keeps that many pixels in flight
+    per work-item (kernels/perturb_lanes.cl: SIMD on CPUs; then the global size
+    counts pixels / lanes).
     """
 
     local_size: int = 128
     groups_per_unit: int = 16
     local_bins: int = 2048
+    lanes: int = 1
+    min_skip_level: int = 1  # perturbation skips at least 2^this steps
 
     @classmethod
     def for_device(cls, info: DeviceInfo) -> LaunchConfig:
         if info.kind == "GPU":  # the best of the sweep in BENCHMARKS.md (H200)
             return cls(local_size=256, groups_per_unit=32)
-        return cls(local_size=64, groups_per_unit=4)
+        lanes = int(os.environ.get("FARM_PERTURB_LANES", "") or 8)  # developer knobs
+        level = int(os.environ.get("FARM_MIN_SKIP_LEVEL", "") or 5)
+        return cls(local_size=64, groups_per_unit=4, lanes=lanes, min_skip_level=level)
 
 
 @dataclass
@@ -226,17 +234,29 @@ class TileRenderer:
                 np.uint32(t.levels), np.uint32(t.shift), np.float64(pf.lam[0]), np.int32(pf.lam[1])]
 
     # ----------------------------------------------------------------- launches
+    def _lanes(self, frame: FramePlan) -> int:
+        """Pixels in flight per work-item for this frame (1: one at a time)."""
+        if (frame.precision != "perturb" or self.count_steps
+                or frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10):
+            return 1
+        return max(1, self.config.lanes)
+
     def _kernel(self, frame: FramePlan) -> cl.Kernel:
         fmt = frame.precision
+        sources: tuple[str, ...] = (programs.FORMAT_SOURCES[fmt], "mandel.cl")
         extra: tuple[str, ...] = ()
         if fmt == "perturb" and frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10:
             extra = ("-DPERTURB_FX",)
         if fmt == "perturb" and self.count_steps:
             extra += ("-DPERTURB_STEPS",)
+        if self._lanes(frame) > 1:
+            sources = ("perturb.cl", "perturb_lanes.cl", "mandel.cl")
+            extra += (f"-DPERTURB_LANES={self._lanes(frame)}",)
+        if fmt == "perturb" and self.config.min_skip_level != 1:
+            extra += (f"-DBLA_MIN_LEVEL={self.config.min_skip_level}",)
         key = fmt + "".join(extra)
         if key not in self._kernels:
-            prg = programs.build(self.ctx, (programs.FORMAT_SOURCES[fmt], "mandel.cl"),
-                                 self.options + extra)
+            prg = programs.build(self.ctx, sources, self.options + extra)
             self._kernels[key] = cl.Kernel(prg, "mandel")
         return self._kernels[key]
 
@@ -270,7 +290,8 @@ class TileRenderer:
 
             local = self.config.local_size
             cap = self.config.groups_per_unit * self.info.compute_units * local
-            global_size = min(-(-npix // local) * local, cap)
+            work = -(-npix // self._lanes(frame))
+            global_size = min(-(-work // local) * local, cap)
             kev = self._kernel(frame)(q, (global_size,), (local,), *args, np.uint32(tile.width),
                                       np.uint32(npix), np.uint32(frame.max_iter),
                                       *slot.outputs, slot.hist, wait_for=uploads)

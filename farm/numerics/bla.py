@@ -76,7 +76,7 @@ class SkipTable:
              (-inf: never) when ``log2_radii``
     offsets  (levels + 1,) uint32: level j's maps are rows offsets[j] .. offsets[j+1] - 1
     shift    k: for every map at step m, its radius <= 2^-(k+1) max(|Z(m).re|, |Z(m).im|),
-             the kernel's cheap pre-check
+             the kernel's cheap pre-check (see _with_shift)
     """
 
     coef: np.ndarray
@@ -181,7 +181,7 @@ def skip_table_log2(orbit: np.ndarray, log2_dc_max: float, eps: float = EPS,
     offsets = np.cumsum([0] + [len(r) for r in radii]).astype(np.uint32)
     table = SkipTable(np.ascontiguousarray(np.concatenate(rows)),
                       np.ascontiguousarray(np.concatenate(radii)), offsets, floatexp)
-    return SkipTable(table.coef, table.radius, offsets, floatexp, _shift(orbit, table))
+    return _with_shift(orbit, table)
 
 
 def _finish_level(lv: dict, log2_c: float, eps: float) -> tuple[np.ndarray, np.ndarray]:
@@ -199,22 +199,41 @@ def _finish_level(lv: dict, log2_c: float, eps: float) -> tuple[np.ndarray, np.n
     return np.stack([coef.real, coef.imag], axis=2).reshape(len(coef), 10), lr
 
 
-def _shift(orbit: np.ndarray, table: SkipTable) -> int:
-    """The largest k with radius <= 2^-(k+1) max(|Z.re|, |Z.im|) at every map's start
-    (one more halving than the bound needs, for the kernel's high-word compare), at
-    least 0, at most 60."""
+def _gaps(orbit: np.ndarray, table: SkipTable) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per level j >= 1: (rows of valid maps, log2 max(|Z.re|, |Z.im|) at their start
+    minus log2 of their radius)."""
     big = np.maximum(np.abs(orbit[:, 0]), np.abs(orbit[:, 1]))
-    best = 61.0
+    out = []
     for j in range(1, table.levels):
-        r = table.radius[table.offsets[j]:table.offsets[j + 1]]
-        lr = r if table.log2_radii else np.log2(np.where(r > 0, r, 1.0))
-        ok = np.isfinite(r) & (r > -np.inf) if table.log2_radii else r > 0
-        if ok.any():
-            start = 1 + np.flatnonzero(ok) * 2**j
-            with np.errstate(divide="ignore"):
-                gap = np.log2(big[start]) - lr[ok]
-            best = min(best, float(gap.min()))
-    return int(max(0, math.floor(best) - 1))
+        rows = np.arange(table.offsets[j], table.offsets[j + 1])
+        ok = table.valid[rows]
+        r = table.radius[rows[ok]]
+        lr = r if table.log2_radii else np.log2(r)
+        with np.errstate(divide="ignore"):
+            gap = np.log2(big[1 + np.flatnonzero(ok) * 2**j]) - lr
+        out.append((rows[ok], gap))
+    return out
+
+
+def _with_shift(orbit: np.ndarray, table: SkipTable) -> SkipTable:
+    """The table with its pre-check shift k: every radius at most 2^-(k+1) max(|Z.re|,
+    |Z.im|) at its start (one halving more than the bound needs, for the kernel's
+    high-word compare). k is the 2nd percentile of the maps' gaps (less one): the few
+    maps with larger radii are cut to it (they lose a level at most, and the kernel's
+    cheap filter stays tight), 0 <= k <= 60."""
+    gaps = _gaps(orbit, table)
+    every = np.concatenate([g for _, g in gaps]) if gaps else np.zeros(0)
+    if len(every) == 0:
+        return SkipTable(table.coef, table.radius, table.offsets, table.log2_radii, 0)
+    k = int(min(60, max(0, math.floor(np.percentile(every, 2)) - 1)))
+    radius = table.radius.copy()
+    for rows, gap in gaps:
+        cut = gap < k + 1
+        if table.log2_radii:
+            radius[rows[cut]] -= (k + 1) - gap[cut]
+        else:
+            radius[rows[cut]] *= np.exp2(gap[cut] - (k + 1))
+    return SkipTable(table.coef, radius, table.offsets, table.log2_radii, k)
 
 
 def apply(table: SkipTable, index: int, d: complex, dc: complex) -> complex:
