@@ -154,14 +154,18 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from farm import spec as specmod
-    from farm.plan import make_plan
+    from farm.plan import make_plan, structure
     from farm.report import plan_info, plan_summary
 
     job = specmod.load(args.job)
     plan = make_plan(job)
     specmod.check_writable(job.output.store, "output.store")
     specmod.check_writable(job.output.video, "output.video")
-    print(json.dumps(plan_info(plan, args.job)) if args.json else plan_summary(plan, args.job))
+    refs = plan.references()  # perturbed frames: their reference points (issue 14)
+    for line in structure.check(plan, refs):  # a zoom into nothing (issue 10.5)
+        print(f"farm: warning: {line}", file=sys.stderr)
+    print(json.dumps(plan_info(plan, args.job, refs)) if args.json
+          else plan_summary(plan, args.job, refs))
     return 0
 
 

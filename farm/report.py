@@ -6,6 +6,8 @@ import itertools
 from typing import Any
 
 from farm.plan import Plan
+from farm.plan.references import References
+from farm.plan.references import describe as describe_references
 from farm.spec import spec_hash
 
 
@@ -26,7 +28,7 @@ def _count(n: float) -> str:
     return f"{n:.0f}"
 
 
-def plan_summary(plan: Plan, source: str) -> str:
+def plan_summary(plan: Plan, source: str, refs: References | None = None) -> str:
     spec = plan.spec
     w, h = spec.size
     first, last = plan.frames[0], plan.frames[-1]
@@ -50,13 +52,20 @@ def plan_summary(plan: Plan, source: str) -> str:
         f"store      {spec.output.store}",
         f"video      {spec.output.video} (crf {spec.output.crf})",
     ]
+    if refs is not None:  # perturbed frames: the reference points they iterate against
+        lines[8:8] = [f"reference  {line}" for line in describe_references(refs, plan)]
     return "\n".join(lines)
 
 
-def plan_info(plan: Plan, source: str) -> dict[str, Any]:
+def plan_info(plan: Plan, source: str, refs: References | None = None) -> dict[str, Any]:
     """The plan as data, for ``farm validate --json`` and scripts (slurm/submit.sh)."""
     spec = plan.spec
     return {
+        "references": [] if refs is None else [
+            {"kind": r.kind, "period": r.period, "center": [r.point.re, r.point.im],
+             "orbit_length": len(r.orbit),
+             "frames": [i for i, k in enumerate(refs.frame_ref) if k == n]}
+            for n, r in enumerate(refs.refs)],
         "job": source,
         "frames": len(plan.frames),
         "fps": spec.animation.fps,

@@ -21,8 +21,9 @@ from farm import spec as specmod
 from farm.compute.device import DeviceInfo, bind_device
 from farm.compute.render import TileRenderer
 from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, StoreError, UsageError
-from farm.plan import Plan, make_plan
+from farm.plan import Plan, make_plan, structure
 from farm.plan.references import References, pack, unpack
+from farm.plan.references import describe as describe_references
 from farm.progress import Progress
 from farm.schedule import transport
 from farm.schedule.master import STOP_SIGNALS, MasterOptions, MasterReport, run_master
@@ -72,11 +73,16 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool,
 
 
 def compute_reference(plan: Plan, progress: bool = True) -> References | None:
-    """The references of the plan's perturbed frames (None if there are none): chosen
-    as farm/plan/references.py describes, one line each on stderr."""
-    if plan.reference_needs() is None:
-        return None
-    return plan.references(lambda text: print(f"farm: {text}", file=sys.stderr))
+    """The references of the plan's perturbed frames (None if there are none), chosen
+    as farm/plan/references.py describes, one line each on stderr, and the warning of
+    farm/plan/structure.py when the zoom runs out of structure."""
+    refs = plan.references(lambda text: print(f"farm: {text}", file=sys.stderr))
+    if refs is not None:
+        for line in describe_references(refs, plan):
+            print(f"farm: reference: {line}", file=sys.stderr)
+    for line in structure.check(plan, refs):  # a zoom into nothing: warn, render anyway
+        print(f"farm: warning: {line}", file=sys.stderr)
+    return refs
 
 
 def _bcast_references(comm, refs: References | None) -> References | None:

@@ -26,7 +26,7 @@
  * is valid, checks escape where it lands, and otherwise takes one ordinary step.
  * bla_levels = 0 turns skipping off.
  *
- * Interior pixels (a nucleus reference, lam_m != 0): see attracted() below.
+ * Interior pixels (a nucleus reference, lam != 0): see "interior" below.
  *
  * Extensions: cl_khr_fp64.
  *
@@ -44,7 +44,7 @@
  *                                  map k of level j starts at step 1 + k 2^j
  *   bla_levels          uint       levels in the table (0: no skipping)
  *   bla_shift           uint       every map at step m has R <= 2^-(shift+1) max(|Z.x|,|Z.y|)
- *   lam_m, lam_e      double, int  |lambda'| = lam_m 2^lam_e of a nucleus (lam_m = 0: no
+ *   lam, lam_e      double2, int   lambda' = lam 2^lam_e of a nucleus (lam = 0: no
  *                                  interior test)
  */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
@@ -54,10 +54,10 @@
                     const int ky0, const double2 ref_off, const double h_m, const int h_e, \
                     const double r2, __global const double2 *bla_ab,                     \
                     __global const double *bla_r, __global const uint *bla_off,          \
-                    const uint bla_levels, const uint bla_shift, const double lam_m,     \
+                    const uint bla_levels, const uint bla_shift, const double2 lam,      \
                     const int lam_e STEPS_ARGS
 #define FORMAT_ARG_NAMES orbit, orbit_len, kx0, ky0, ref_off, h_m, h_e, r2, bla_ab, bla_r, \
-                         bla_off, bla_levels, bla_shift, lam_m, lam_e STEPS_ARG_NAMES
+                         bla_off, bla_levels, bla_shift, lam, lam_e STEPS_ARG_NAMES
 
 /* Built with -DPERTURB_STEPS (benchmarks only): two more arguments, steps_out [npix]
  * uint and steps_tw uint (the tile width), get each pixel's number of loop passes (a
@@ -153,18 +153,74 @@ inline double2 cmul(double2 a, double2 b)
 
 /* ------------------------------------------------------------------ interior */
 
-/* Interior pixels (a nucleus reference of period p, lam_m != 0): at each wrap the
- * pixel's z, times lambda' = prod_{m=1}^{p-1} 2 Z(m) (|lambda'| = lam_m 2^lam_e), is its
- * point w in the minibrot's own coordinates, where one period maps w -> w^2 + c'
- * (farm/plan/references.py). With a = |w| at the previous wrap and b = |w' - w| the move
- * over the period since: if a < 0.45 and b <= (1 - 2a)^2 / 16, the map sends the disc of
- * radius (1 - 2a) / 4 around w into itself as a contraction (|2w| <= (1 + 2a) / 2 < 1 on
- * it; the margin 16 instead of 8 covers the quadratic model's error): an attracting
- * cycle of period p, so the pixel never escapes (count 0). */
-inline bool attracted(double a, double b)
+/* Interior pixels, for a nucleus reference of period p (lam != 0). Near the minibrot,
+ * one period takes the pixel's z at a wrap to z_p + lambda' z^2 (lambda' = prod_{m=1}^
+ * {p-1} 2 Z(m), farm/plan/references.py): in the minibrot's own coordinates w =
+ * lambda' z, one period is w -> w^2 + c', a copy of the whole set. A pixel starts at
+ * z = 0 (w = 0, like a wrap) and its wraps give w_1, w_2, ...; the tests, at each wrap
+ * after a run of consecutive ones (a plain rebase breaks the run):
+ *
+ * model     from three consecutive wraps, c' = w_1 - w_0^2 and the model predicts w_2 =
+ *           w_1^2 + c'; where it does (to 2^-24) and c' lies in the copy's main cardioid
+ *           (multiplier of the fixed point |1 - sqrt(1 - 4c')| <= 0.9) or its period-2
+ *           disc (multiplier of the 2-cycle |4 (c' + 1)| <= 0.9), the critical orbit of
+ *           w -> w^2 + c' is attracted to that cycle (every attracting cycle attracts a
+ *           critical point): the pixel never escapes.
+ * contraction  with a = |w_0| and b = |w_1 - w_0|: if a < 0.45 and b <= (1 - 2a)^2 / 16,
+ *           the map sends the disc of radius (1 - 2a) / 4 around w_0 into itself as a
+ *           contraction (|2w| <= (1 + 2a) / 2 < 1 on it; the margin 16 instead of 8
+ *           covers the quadratic model's error): an attracting fixed point.
+ *
+ * Such a pixel stops with count 0 (tests/test_skip.py checks that no escaping pixel
+ * does, against exact counts). The model test catches most of the main cardioid after
+ * two periods; the contraction test the rest as its orbit settles. */
+typedef struct {
+    double2 w0, w1; /* w at the last two wraps (w1 the last) */
+    uint wraps;     /* consecutive wraps behind w1 (the start counts as one) */
+} wrap_track;
+
+inline wrap_track wraps_start(void)
+{
+    wrap_track t;
+    t.w0 = t.w1 = (double2)(0.0, 0.0);
+    t.wraps = 1;
+    return t;
+}
+
+/* principal square root */
+inline double2 csqrt(double2 a)
+{
+    const double r = hypot(a.x, a.y);
+    return (double2)(sqrt(0.5 * (r + a.x)), copysign(sqrt(0.5 * (r - a.x)), a.y));
+}
+
+/* c in the main cardioid or the period-2 disc of the Mandelbrot set, with the
+ * multiplier of its attracting cycle at most margin */
+inline bool attracting(double2 c, double margin)
+{
+    const double2 mu = (double2)(1.0, 0.0) - csqrt((double2)(1.0 - 4.0 * c.x, -4.0 * c.y));
+    return hypot(mu.x, mu.y) <= margin || 4.0 * hypot(c.x + 1.0, c.y) <= margin;
+}
+
+inline bool contracts(double a, double b)
 {
     const double room = 1.0 - 2.0 * a;
     return a < 0.45 && b * 16.0 <= room * room;
+}
+
+/* A wrap at w (minibrot coordinates): whether the pixel is interior. */
+inline bool wrap_interior(wrap_track *t, double2 w)
+{
+    bool inside = contracts(hypot(t->w1.x, t->w1.y), hypot(w.x - t->w1.x, w.y - t->w1.y));
+    if (!inside && t->wraps >= 2) {
+        const double2 c = t->w1 - cmul(t->w0, t->w0);
+        const double2 e = w - (cmul(t->w1, t->w1) + c);
+        inside = hypot(e.x, e.y) <= 0x1p-24 * (1.0 + hypot(w.x, w.y)) && attracting(c, 0.9);
+    }
+    t->w0 = t->w1;
+    t->w1 = w;
+    t->wraps = min(t->wraps + 1u, 2u);
+    return inside;
 }
 
 #ifndef PERTURB_FX
@@ -215,11 +271,10 @@ inline double norm2(double2 z)
     return fma(z.x, z.x, z.y * z.y);
 }
 
-/* The wrap's interior test for z (this wrap) against w (the last one). */
-inline bool wrap_attracted(double2 w, double2 z, double lam_m, int lam_e)
+/* z in the minibrot's coordinates: lambda' z */
+inline double2 mini_w(double2 z, double2 lam, int lam_e)
 {
-    return attracted(ldexp(hypot(w.x, w.y) * lam_m, lam_e),
-                     ldexp(hypot(z.x - w.x, z.y - w.y) * lam_m, lam_e));
+    return ldexp(cmul(lam, z), lam_e);
 }
 
 /* One pixel's state: the loop's variables, in one place. */
@@ -227,19 +282,18 @@ typedef struct {
     double2 d;    /* delta from Z(m) */
     double2 dc;   /* offset of the pixel from the reference point */
     double2 Z;    /* Z(m), kept in registers: one orbit load a step */
-    double2 w;    /* z at the last wrap (interior test) */
+    wrap_track wraps; /* the interior test's memory */
     uint m;       /* reference step */
     uint n;       /* iterations done */
-    bool wrapped; /* whether the last wrap was one period ago */
 } pixel_state;
 
 inline pixel_state pixel_start(FORMAT_ARGS, uint col, uint row)
 {
     pixel_state s;
     s.dc = ldexp(pixel_offset(kx0, ky0, ref_off, col, row) * h_m, h_e);
-    s.d = s.Z = s.w = (double2)(0.0, 0.0);
+    s.d = s.Z = (double2)(0.0, 0.0);
+    s.wraps = wraps_start();
     s.m = s.n = 0;
-    s.wrapped = false;
     return s;
 }
 
@@ -257,12 +311,8 @@ inline int pixel_after(FORMAT_ARGS, pixel_state *s, double2 *z)
     if (s->m == orbit_len - 1) {
         /* the reference ends (a nucleus: one period since m = 0): the pixel goes on
          * from Z(0) = 0 with d = Z(m) + d, and meets the interior test */
-        if (lam_m != 0.0) {
-            if (s->wrapped && wrap_attracted(s->w, zz, lam_m, lam_e))
-                return 2;
-            s->w = zz;
-            s->wrapped = true;
-        }
+        if ((lam.x != 0.0 || lam.y != 0.0) && wrap_interior(&s->wraps, mini_w(zz, lam, lam_e)))
+            return 2;
         s->d = zz;
         s->m = 0;
         s->Z = (double2)(0.0, 0.0);
@@ -272,7 +322,7 @@ inline int pixel_after(FORMAT_ARGS, pixel_state *s, double2 *z)
         s->d = zz;
         s->m = 0;
         s->Z = (double2)(0.0, 0.0);
-        s->wrapped = false;
+        s->wraps.wraps = 0;
     }
     return 0;
 }
@@ -342,19 +392,6 @@ inline fx2 fx_add(fx2 a, fx2 b)
     return fx_norm(a.m + bm, a.e);
 }
 
-/* a - b */
-inline fx2 fx_sub(fx2 a, fx2 b)
-{
-    b.m = -b.m;
-    return fx_add(a, b);
-}
-
-/* |a| s 2^k as a double (0 below double's range, inf above) */
-inline double fx_abs_scaled(fx2 a, double s, int k)
-{
-    return a.e == FX_ZERO_EXP ? 0.0 : ldexp(hypot(a.m.x, a.m.y) * s, a.e + k);
-}
-
 /* The double value (0 below double's range). */
 inline double2 fx_to_double(fx2 a)
 {
@@ -384,6 +421,14 @@ inline fx2 fx_mul(fx2 a, fx2 b)
     return fx_norm(cmul(a.m, b.m), a.e + b.e);
 }
 
+/* z in the minibrot's coordinates, lambda' z (inf far from it, 0 below range) */
+inline double2 fx_mini_w(fx2 z, double2 lam, int lam_e)
+{
+    fx2 w = fx_mul_d(lam, z);
+    w.e = w.e == FX_ZERO_EXP ? w.e : w.e + lam_e;
+    return w.e > 2000 ? (double2)(INFINITY, INFINITY) : fx_to_double(w);
+}
+
 /* The longest valid skip for the pixel with delta *d: applies it and returns its
  * length, or returns 0. Floatexp tables hold log2 radii (farm/numerics/bla.py); |d| <
  * 2^(d.e + 1/2) bounds the delta on the same scale. */
@@ -410,8 +455,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
     *c = orbit[1] + fx_to_double(dc);
     fx2 d = fx_norm((double2)(0.0, 0.0), 0);
     uint m = 0;
-    fx2 w = d;            /* z at the last wrap (interior test) */
-    bool wrapped = false; /* whether that wrap was one period ago */
+    wrap_track wraps = wraps_start(); /* the interior test's memory */
     STEPS_DECL;
     for (uint n = 1; n <= max_iter; ++n) {
         COUNT_STEP();
@@ -440,20 +484,15 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
         if (m == orbit_len - 1) {
             /* wrap (see pixel_after), in floatexp: d may be below double's range */
             d = fx_add(d, fx_norm(Z, 0));
-            if (lam_m != 0.0) {
-                if (wrapped && attracted(fx_abs_scaled(w, lam_m, lam_e),
-                                         fx_abs_scaled(fx_sub(d, w), lam_m, lam_e))) {
-                    STORE_STEPS(col, row);
-                    return 0;
-                }
-                w = d;
-                wrapped = true;
+            if ((lam.x != 0.0 || lam.y != 0.0) && wrap_interior(&wraps, fx_mini_w(d, lam, lam_e))) {
+                STORE_STEPS(col, row);
+                return 0;
             }
             m = 0;
         } else if (mag < fma(dd.x, dd.x, dd.y * dd.y)) {
             d = fx_norm((double2)(zr, zi), 0);
             m = 0;
-            wrapped = false;
+            wraps.wraps = 0;
         }
     }
     STORE_STEPS(col, row);

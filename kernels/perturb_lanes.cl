@@ -106,8 +106,8 @@ typedef struct {
     long m[LANES], n[LANES];       /* reference step, iterations done */
     long live[LANES];              /* -1: the lane holds a pixel */
     double zr[LANES], zi[LANES], mag[LANES]; /* z after the last step, |z|^2 */
-    long wrapped[LANES];           /* -1: the last wrap was one period ago */
-    double2 w[LANES];              /* z at the last wrap */
+    long runs[LANES];              /* consecutive wraps (wrap_track.wraps) */
+    wrap_track track[LANES];       /* the interior test's memory (its wraps: runs) */
     uint pix[LANES];               /* the lane's pixel */
 } lanes_cold;
 
@@ -117,7 +117,7 @@ typedef struct {
         vstore_lanes(dcr, 0, t.dcr); vstore_lanes(dci, 0, t.dci);                      \
         vstore_lanes(Zr, 0, t.Zr); vstore_lanes(Zi, 0, t.Zi);                          \
         vstore_lanes(m, 0, t.m); vstore_lanes(n, 0, t.n); vstore_lanes(live, 0, t.live); \
-        vstore_lanes(wrapped, 0, t.wrapped);                                           \
+        vstore_lanes(runs, 0, t.runs);                                                   \
     } while (0)
 #define LANES_LOAD()                                                                   \
     do {                                                                               \
@@ -125,7 +125,7 @@ typedef struct {
         dcr = vload_lanes(0, t.dcr); dci = vload_lanes(0, t.dci);                      \
         Zr = vload_lanes(0, t.Zr); Zi = vload_lanes(0, t.Zi);                          \
         m = vload_lanes(0, t.m); n = vload_lanes(0, t.n); live = vload_lanes(0, t.live); \
-        wrapped = vload_lanes(0, t.wrapped);                                           \
+        runs = vload_lanes(0, t.runs);                                                   \
     } while (0)
 
 /* Lane k takes pixel p (or goes idle when p >= npix). */
@@ -139,8 +139,9 @@ inline void lane_load(FORMAT_ARGS, lanes_cold *t, uint k, uint p, uint npix, uin
     t->dcr[k] = dc.x;
     t->dci[k] = dc.y;
     t->dr[k] = t->di[k] = t->Zr[k] = t->Zi[k] = 0.0;
-    t->m[k] = t->n[k] = t->wrapped[k] = 0;
-    t->w[k] = (double2)(0.0, 0.0);
+    t->m[k] = t->n[k] = 0;
+    t->track[k] = wraps_start();
+    t->runs[k] = t->track[k].wraps;
 }
 
 /* The lanes that may skip: bla_worth_trying on every lane at once, at an m where a map
@@ -218,13 +219,13 @@ inline void lane_after(FORMAT_ARGS, lanes_cold *t, uint k, uint max_iter, uint *
     bool ended = t->mag[k] > r2;
     uint count = (uint)t->n[k];
     if (!ended && t->m[k] == orbit_len - 1) {
-        if (lam_m != 0.0) {
-            if (t->wrapped[k] && wrap_attracted(t->w[k], z, lam_m, lam_e)) {
+        if (lam.x != 0.0 || lam.y != 0.0) {
+            t->track[k].wraps = (uint)t->runs[k];
+            if (wrap_interior(&t->track[k], mini_w(z, lam, lam_e))) {
                 ended = true;
                 count = 0;
             }
-            t->w[k] = z;
-            t->wrapped[k] = -1;
+            t->runs[k] = t->track[k].wraps;
         }
         t->dr[k] = z.x;
         t->di[k] = z.y;
@@ -250,7 +251,7 @@ void escape_lanes(FORMAT_ARGS, uint first, uint stride, uint npix, uint tw, uint
     for (uint k = 0; k < LANES; ++k, next += stride)
         lane_load(FORMAT_ARG_NAMES, &t, k, next, npix, tw);
     vdouble dr, di, dcr, dci, Zr, Zi;
-    vlong m, n, live, wrapped;
+    vlong m, n, live, runs;
     LANES_LOAD();
     const vlong last = (vlong)(orbit_len - 1), limit = (vlong)max_iter;
     while (lanes_any(live)) {
@@ -300,7 +301,7 @@ void escape_lanes(FORMAT_ARGS, uint first, uint stride, uint npix, uint tw, uint
             Zr = select(Zr, (vdouble)0.0, rebase);
             Zi = select(Zi, (vdouble)0.0, rebase);
             m = select(m, (vlong)0, rebase);
-            wrapped &= ~rebase;
+            runs &= ~rebase; /* a plain rebase ends the run of wraps */
         }
         const vlong rare = live & (escaped | wrap | (n >= limit));
         if (lanes_any(rare)) {

@@ -126,15 +126,16 @@ def compare_counts(got, want, min_equal: float = 0.99) -> float:
 
 @pytest.fixture(scope="session")
 def reference():
-    """``reference(center, width, size, max_iter)``: mpmath counts, computed once a session."""
+    """``reference(center, width, size, max_iter, mpfr=False)``: mpmath (or MPFR) counts,
+    computed once a session."""
     from reference import reference_counts
 
     cache = {}
 
-    def get(center, width, size, max_iter):
+    def get(center, width, size, max_iter, mpfr=False):
         key = (tuple(center), width, tuple(size), max_iter)
         if key not in cache:
-            cache[key] = reference_counts(center, width, size, max_iter)
+            cache[key] = reference_counts(center, width, size, max_iter, mpfr=mpfr)
         return cache[key]
 
     return get

@@ -37,6 +37,27 @@ def escape_count(re: Fraction, im: Fraction, max_iter: int, radius: float = 2.0,
     return 0
 
 
+def escape_count_mpfr(re: Fraction, im: Fraction, max_iter: int, radius: float = 2.0,
+                      digits: int = DIGITS) -> int:
+    """:func:`escape_count` in MPFR (gmpy2), about ten times faster than mpmath, for the
+    long orbits of deep minibrot views: the same contract, the same precision."""
+    import gmpy2
+
+    bits = int(digits * 3.33) + 8
+    with gmpy2.context(gmpy2.get_context(), precision=bits):
+        cr = gmpy2.mpfr(gmpy2.mpq(re.numerator, re.denominator))
+        ci = gmpy2.mpfr(gmpy2.mpq(im.numerator, im.denominator))
+        r2 = gmpy2.mpfr(radius) ** 2
+        x = y = xx = yy = gmpy2.mpfr(0)
+        for n in range(1, max_iter + 1):
+            y = 2 * x * y + ci
+            x = xx - yy + cr
+            xx, yy = x * x, y * y
+            if xx + yy > r2:
+                return n
+    return 0
+
+
 def digits_for(width: str, size: tuple[int, int]) -> int:
     """200 digits, or more for views whose pixels are finer than 1e-140."""
     spacing = Fraction(width) / size[0]  # its float would be 0 below 1e-308: log the ints
@@ -44,21 +65,22 @@ def digits_for(width: str, size: tuple[int, int]) -> int:
 
 
 def _row(args):
-    center, width, size, max_iter, radius, j = args
+    center, width, size, max_iter, radius, j, mpfr = args
     digits = digits_for(width, size)
-    return [escape_count(*pixel_c(center, width, size, i, j), max_iter, radius, digits)
+    count = escape_count_mpfr if mpfr else escape_count
+    return [count(*pixel_c(center, width, size, i, j), max_iter, radius, digits)
             for i in range(size[0])]
 
 
-def reference_counts(center, width, size, max_iter, radius=2.0, processes=None):
+def reference_counts(center, width, size, max_iter, radius=2.0, processes=None, mpfr=False):
     """Counts of a whole image as an (H, W) array, at 200 digits (more for views below
-    1e-140); rows are spread over processes."""
+    1e-140), in mpmath or (``mpfr``) MPFR; rows are spread over processes."""
     import os
     from multiprocessing import get_context
 
     import numpy as np
 
-    jobs = [(center, width, size, max_iter, radius, j) for j in range(size[1])]
+    jobs = [(center, width, size, max_iter, radius, j, mpfr) for j in range(size[1])]
     procs = processes or min(len(jobs), os.cpu_count() or 1)
     if procs <= 1:
         return np.array([_row(job) for job in jobs])

@@ -12,6 +12,7 @@ is built on the frame's reference orbit for |dc| up to the frame's largest offse
 
 from __future__ import annotations
 
+import cmath
 import math
 from dataclasses import dataclass
 
@@ -32,7 +33,7 @@ class PerturbedFrame:
     h_e: int
     log2_dc_max: float  # log2 of a bound on every pixel's |dc|
     table: SkipTable  # empty (levels 0..1, no maps): no skipping
-    lam: tuple[float, int]  # |lambda'| = lam[0] 2^lam[1] for the interior test; (0, 0): off
+    lam: tuple[complex, int]  # lambda' = lam[0] 2^lam[1] for the interior test; (0, 0): off
 
 
 def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bool = True,
@@ -51,8 +52,8 @@ def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bo
     if skipping:
         fx = frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10
         table = skip_table_log2(ref.orbit, log2_dc_max, eps, floatexp=fx)
-    lam = (0.0, 0)
+    lam: tuple[complex, int] = (0j, 0)
     if interior and ref.period > 0 and math.isfinite(ref.log2_scale):
         e = math.floor(ref.log2_scale) + 1
-        lam = (2.0 ** (ref.log2_scale - e), e)  # mantissa in [0.5, 1)
+        lam = (2.0 ** (ref.log2_scale - e) * cmath.exp(1j * ref.angle), e)  # |mantissa| in [0.5, 1)
     return PerturbedFrame(k, (ox, oy), h_m, h_e, log2_dc_max, table, lam)

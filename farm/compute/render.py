@@ -231,7 +231,8 @@ class TileRenderer:
                 cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.coef, dtype=np.float64)),
                 cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.radius, dtype=np.float64)),
                 cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.offsets, dtype=np.uint32)),
-                np.uint32(t.levels), np.uint32(t.shift), np.float64(pf.lam[0]), np.int32(pf.lam[1])]
+                np.uint32(t.levels), np.uint32(t.shift),
+                np.array([pf.lam[0].real, pf.lam[0].imag]).view(clt.double2)[0], np.int32(pf.lam[1])]
 
     # ----------------------------------------------------------------- launches
     def _lanes(self, frame: FramePlan) -> int:

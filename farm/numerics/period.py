@@ -125,46 +125,54 @@ class Scan:
     log2_de      log2 of the exterior distance estimate 2 |z| ln|z| / |dz| at a large
                  |z| (when escaped; the distance to the set is between a quarter of it
                  and it), else None
+    returns      q > 0: the orbit came back to within 2^-48 of where it was q steps
+                 before, and c has an attracting q-cycle (attracting_cycle); else 0
     steps        iterations run
     """
 
     periods: tuple[int, ...]
     escaped: int
     log2_de: float | None
+    returns: int
     steps: int
 
 
-def scan(center: Sequence[str], bits: int, log2_radii: Sequence[float], max_iter: int,
-         extra_steps: int = 0) -> Scan:
+RETURN_LOG2 = -48  # a return closer than 2^-48 (relative) hints at an attracting cycle
+
+
+def scan(center: Sequence[str], bits: int, log2_radii: Sequence[float], max_iter: int) -> Scan:
     """Iterate the centre c with its derivative, finding for each disc radius r (given
     as log2 r, so that depths beyond double's range work) the lowest period n with
-    |z_n| < r |dz_n|. Stops once every radius has its period and ``extra_steps`` more
-    steps ran, when c escapes (then continues to |z| > 2^16 for the distance
-    estimate), or after ``max_iter`` steps."""
+    |z_n| < r |dz_n|, and watching for an escape or a return (Brent's cycle finding:
+    z is compared with its value at the last power of two). Stops at an escape (then
+    iterates on to |z| > 2^16 for the distance estimate), at a return, or after
+    ``max_iter`` steps (callers cap it to bound the cost). A radius whose period is not
+    found by then gets 0 (an attracted orbit never comes near 0 again)."""
     radii = list(log2_radii)
     order = sorted(range(len(radii)), key=lambda k: -radii[k])  # widest disc first
     periods = [0] * len(radii)
     nxt = 0
-    stop_at = max_iter
     with _prec(bits):
         c = parse(center, bits)
-        z = dz = mpc(0)
+        z = dz = saved = mpc(0)
+        saved_at, watch = 0, True
         for n in range(1, max_iter + 1):
             dz = 2 * z * dz + 1
             z = z * z + c
-            az2 = gmpy2.norm(z)
-            if az2 > 4:
-                return Scan(tuple(periods), n, _exterior_de(z, dz, c), n)
+            if gmpy2.norm(z) > 4:
+                return Scan(tuple(periods), n, _exterior_de(z, dz, c), 0, n)
             if nxt < len(order):
                 q = log2_abs(z) - log2_abs(dz)  # log2 |z_n| / |dz_n|
                 while nxt < len(order) and q < radii[order[nxt]]:
                     periods[order[nxt]] = n
                     nxt += 1
-                if nxt == len(order):
-                    stop_at = min(max_iter, n + extra_steps)
-            if n >= stop_at:
-                break
-    return Scan(tuple(periods), 0, None, min(stop_at, max_iter))
+            if watch and log2_abs(z - saved) < RETURN_LOG2 + max(0.0, log2_abs(z)):
+                if attracting_cycle(c, n - saved_at, bits) is not None:
+                    return Scan(tuple(periods), 0, None, n - saved_at, n)
+                watch = False  # a repelling cycle (a Misiurewicz point): the scan goes on
+            if n & (n - 1) == 0:  # a power of two: the next comparisons are with z_n
+                saved, saved_at = z, n
+    return Scan(tuple(periods), 0, None, 0, max_iter)
 
 
 def _exterior_de(z: mpc, dz: mpc, c: mpc) -> float:

@@ -43,9 +43,10 @@ class Reference:
              frames' iteration limit or before c escapes).
     orbit    (L, 2) float64: Z(0) = 0 .. Z(L-1), rounded from ``point.bits`` bits
     kind     "nucleus" or "center"
-    log2_scale  for a nucleus, log2 |prod_{m=1}^{p-1} 2 Z(m)|: near the minibrot, the
-             return map after one period is z -> z_p + lambda' z^2, so 1/|lambda'| is
-             the minibrot's size in z (used to detect interior pixels); 0 otherwise
+    log2_scale, angle  for a nucleus, lambda' = prod_{m=1}^{p-1} 2 Z(m) = 2^log2_scale
+             e^(i angle): near the minibrot one period takes z to z_p + lambda' z^2, so
+             w = lambda' z are the minibrot's own coordinates (the kernel's interior
+             test, kernels/perturb.cl); 0 otherwise
     """
 
     point: per.Point
@@ -53,6 +54,7 @@ class Reference:
     orbit: np.ndarray = field(compare=False, repr=False)
     kind: str = "center"
     log2_scale: float = 0.0
+    angle: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class References:
 
     refs: tuple[Reference, ...]
     frame_ref: tuple[int, ...]
+    centre: Fate | None = field(default=None, compare=False)  # when just selected
 
     def of(self, frame: int) -> Reference:
         k = self.frame_ref[frame]
@@ -70,17 +73,44 @@ class References:
         return self.refs[k]
 
 
+@dataclass(frozen=True)
+class Fate:
+    """What becomes of the view centre's own orbit (farm/plan/structure.py warns with it).
+
+    kind     "exterior" (it escapes), "interior" (attracted to a cycle) or "unknown"
+             (neither seen within the steps the scan could afford)
+    n        the escape count (exterior) or the cycle's period (interior)
+    log2_de  log2 of the distance estimate to the set's boundary (exterior: to the set;
+             interior: to the component's boundary); the distance is between a quarter
+             of it and it
+    """
+
+    kind: str
+    n: int = 0
+    log2_de: float = math.nan
+
+
+SCAN_BIT_STEPS = 3e8  # the centre's scan costs at most about this many bit-steps (~1 s)
+
+
+def _scan_steps(max_iter: int, bits: int) -> int:
+    """Steps of the centre's scan: beyond the frames' iteration limit (a nucleus whose
+    period exceeds it still serves), within the cost bound (at least 10^5)."""
+    return min(4 * max_iter + 1000, max(100_000, int(SCAN_BIT_STEPS / bits)))
+
+
 def _log2_radius(plan, frame) -> float:
     """log2 of half the view's diagonal (the disc that holds the frame)."""
     w, h = plan.spec.size
     return math.log2(math.hypot(w, h) / 2) + frame.log10_spacing * math.log2(10)
 
 
-def log2_scale(orbit: np.ndarray) -> float:
-    """log2 |prod_{m=1}^{L-2} 2 Z(m)| for an orbit Z(0) .. Z(L-1) of a nucleus."""
-    z = np.hypot(orbit[1:-1, 0], orbit[1:-1, 1])
+def lambda_prime(orbit: np.ndarray) -> tuple[float, float]:
+    """(log2 |lambda'|, arg lambda' in [0, 2 pi)) of lambda' = prod_{m=1}^{L-2} 2 Z(m),
+    for an orbit Z(0) .. Z(L-1) of a nucleus (summed as logs and angles: no overflow)."""
+    z = 2 * (orbit[1:-1, 0] + 1j * orbit[1:-1, 1])
     with np.errstate(divide="ignore"):
-        return float(np.sum(np.log2(2 * z)))
+        return float(np.sum(np.log2(np.abs(z)))), float(np.sum(np.angle(z)) % (2 * math.pi))
 
 
 def select(plan, progress: Callable[[str], None] | None = None) -> References | None:
@@ -94,10 +124,10 @@ def select(plan, progress: Callable[[str], None] | None = None) -> References | 
     bits = max(f.bits for f in frames)
     max_iter = max(f.max_iter for f in frames)
     radii = [_log2_radius(plan, f) for f in frames]
-    scan = per.scan(center, bits, radii, max_iter)
+    steps = _scan_steps(max_iter, bits)
+    scan = per.scan(center, bits, radii, steps)
     nuclei: list[tuple[Reference, float]] = []  # (reference, log2 distance from the centre)
     for p in sorted(set(scan.periods) - {0}):
-        say(f"reference: looking for a nucleus of period {p}")
         ref = nucleus_reference(center, p, bits, plan)
         if ref is not None:
             nuclei.append((ref, per.log2_distance(ref.point, center)))
@@ -112,16 +142,67 @@ def select(plan, progress: Callable[[str], None] | None = None) -> References | 
         members = chosen[k]
         if k < len(nuclei):
             ref = nuclei[k][0]
-            say(f"reference: nucleus of period {ref.period} for frames {_span(members)}")
         else:
             iterations = max(plan.frames[i].max_iter for i in members)
-            say(f"reference: the view centre, up to {iterations} iterations, for frames "
-                f"{_span(members)}")
+            say(f"reference: the view centre, up to {iterations} iterations")
             ref = center_reference(center, bits, iterations, plan)
         for i in members:
             frame_ref[i] = len(refs)
         refs.append(ref)
-    return References(tuple(refs), tuple(frame_ref))
+    return References(tuple(refs), tuple(frame_ref), _fate(scan, center, bits))
+
+
+def _fate(scan: per.Scan, center: Sequence[str], bits: int) -> Fate:
+    if scan.escaped:
+        assert scan.log2_de is not None
+        return Fate("exterior", scan.escaped, scan.log2_de)
+    if scan.returns:
+        cycle = per.attracting_cycle(per.parse(center, bits), scan.returns, bits)
+        if cycle is not None:
+            return Fate("interior", scan.returns, cycle.log2_de)
+    return Fate("unknown")
+
+
+def fate_of(plan) -> Fate:
+    """The centre's fate for a plan without perturbed frames (select() finds it
+    otherwise): a scan at the deepest frame's precision."""
+    bits = max(f.bits for f in plan.frames)
+    max_iter = max(f.max_iter for f in plan.frames)
+    steps = _scan_steps(max_iter, bits)
+    center = plan.spec.view.center
+    return _fate(per.scan(center, bits, [], steps), center, bits)
+
+
+def describe(refs: References, plan, most: int = 8) -> list[str]:
+    """One line per reference (the first ``most`` - 1 and the last, when there are
+    more): what it is, how far from the centre, which frames it serves."""
+    center = plan.spec.view.center
+    w = plan.spec.size[0]
+    lines = []
+    for k, ref in enumerate(refs.refs):
+        frames = [i for i, r in enumerate(refs.frame_ref) if r == k]
+        if ref.kind == "nucleus":
+            dist = per.log2_distance(ref.point, center)
+            last = plan.frames[frames[-1]]
+            share = dist - (last.log10_spacing + math.log10(w)) * math.log2(10)
+            where = ("at the centre" if dist == -math.inf else
+                     f"{_e(dist)} from the centre ({_e(share)} of frame {last.index}'s width)")
+            what = f"nucleus of period {ref.period}, {where}"
+        else:
+            what = f"the view centre, {len(ref.orbit) - 1} iterations"
+        lines.append(f"{what}: frames {_span(frames)}")
+    if len(lines) > most:
+        lines = [*lines[:most - 2], f"... {len(lines) - most + 1} more", lines[-1]]
+    return lines
+
+
+def _e(log2_x: float) -> str:
+    """2^log2_x as "1.2e-345" (any depth), or "0.25" near 1."""
+    e10 = log2_x * math.log10(2)
+    exp = math.floor(e10)
+    if -3 <= exp <= 3:
+        return f"{10 ** e10:.2g}"
+    return f"{10 ** (e10 - exp):.1f}e{exp}"
 
 
 def nucleus_reference(center: Sequence[str], p: int, bits: int, plan) -> Reference | None:
@@ -133,7 +214,7 @@ def nucleus_reference(center: Sequence[str], p: int, bits: int, plan) -> Referen
     orbit = per.orbit(c, bits, p, _r2(plan))
     if len(orbit) != p + 1:
         return None
-    return Reference(per.point(c, bits), p, orbit, "nucleus", log2_scale(orbit))
+    return Reference(per.point(c, bits), p, orbit, "nucleus", *lambda_prime(orbit))
 
 
 def center_reference(center: Sequence[str], bits: int, iterations: int, plan,
@@ -171,6 +252,7 @@ def pack(refs: References) -> tuple[dict, np.ndarray]:
         "re": [r.point.re for r in refs.refs], "im": [r.point.im for r in refs.refs],
         "bits": [r.point.bits for r in refs.refs], "period": [r.period for r in refs.refs],
         "kind": [r.kind for r in refs.refs], "log2_scale": [r.log2_scale for r in refs.refs],
+        "angle": [r.angle for r in refs.refs],
         "starts": [0, *np.cumsum(lengths).tolist()], "frame_ref": list(refs.frame_ref),
     }
     orbits = (np.concatenate([r.orbit for r in refs.refs]) if refs.refs
@@ -184,6 +266,6 @@ def unpack(meta: dict, orbits: np.ndarray) -> References:
     refs = tuple(
         Reference(per.Point(str(meta["re"][k]), str(meta["im"][k]), int(meta["bits"][k])),
                   int(meta["period"][k]), orbits[starts[k]:starts[k + 1]], str(meta["kind"][k]),
-                  float(meta["log2_scale"][k]))
+                  float(meta["log2_scale"][k]), float(meta["angle"][k]))
         for k in range(len(starts) - 1))
     return References(refs, tuple(int(k) for k in meta["frame_ref"]))

@@ -34,7 +34,8 @@ Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
       reference/period  int64 (R,)          p > 0: a nucleus of period p, its orbit holds
                                             Z(0) .. Z(p) and pixels wrap at p; 0: none
       reference/kind    S16 (R,)            "nucleus" | "center"
-      reference/log2_scale float64 (R,)     log2 |prod_{m=1}^{p-1} 2 Z(m)| (nucleus)
+      reference/log2_scale, reference/angle  float64 (R,)  lambda' = prod_{m=1}^{p-1}
+                                            2 Z(m) = 2^log2_scale e^(i angle) (nucleus)
     frames/reference  int32 (F,)  index of each frame's reference, -1: not perturbed
     runs        (RUNS,) one row per render or resume: started, ended (unix time),
                 workers, master_busy (seconds the master's loop spent receiving and
@@ -140,6 +141,7 @@ def write_references(f: h5py.File, refs: References) -> None:
     f["reference/period"] = np.array(meta["period"], "<i8")
     f["reference/kind"] = np.array(meta["kind"], "S16")
     f["reference/log2_scale"] = np.array(meta["log2_scale"], "<f8")
+    f["reference/angle"] = np.array(meta["angle"], "<f8")
     f["frames/reference"] = np.array(meta["frame_ref"], "<i4")
 
 
@@ -153,6 +155,7 @@ def read_references(f: h5py.File) -> References | None:
         "bits": f["reference/bits"][...].tolist(), "period": f["reference/period"][...].tolist(),
         "kind": [k.decode() for k in f["reference/kind"][...]],
         "log2_scale": f["reference/log2_scale"][...].tolist(),
+        "angle": f["reference/angle"][...].tolist(),
         "starts": f["reference/starts"][...].tolist(),
         "frame_ref": f["frames/reference"][...].tolist(),
     }

@@ -1,0 +1,146 @@
+"""Reference points: period detection, Newton's method to nuclei, attracting cycles and
+distance estimates (farm/numerics/period.py, gmpy2), checked against mpmath; and the
+choice of references along a zoom (farm/plan/references.py)."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from conftest import make_spec
+
+from farm.numerics import period as per
+from farm.plan import make_plan
+from farm.plan.references import NUCLEUS_REACH, describe, pack, unpack
+
+SEAHORSE = ("-0.743643887037158704752191506114774", "0.131825904205311970493132056385139")
+
+
+def _mp(c) -> mpmath.mpc:
+    return mpmath.mpc(mpmath.mpf(str(c.real)), mpmath.mpf(str(c.imag)))
+
+
+def test_period_3_nucleus_is_the_root_of_its_polynomial():
+    """z_3(c) = c^4 + 2c^3 + c^2 + c = c (c^3 + 2c^2 + c + 1): the real root near
+    -1.7549, from mpmath's polyroots at 60 digits."""
+    with mpmath.workdps(60):
+        roots = mpmath.polyroots([1, 1, 2, 1], maxsteps=200, extraprec=200, asc=True)
+        want = min(roots, key=lambda r: abs(r + 1.75))
+    scan = per.scan(("-1.75", "0.001"), 256, [math.log2(0.01)], 1000)
+    assert scan.periods == (3,)
+    c = per.nucleus(per.parse(("-1.75", "0.001"), 256), 3, 256)
+    assert c is not None and per.lowest_return(c, 3, 256) == 3
+    with mpmath.workdps(60):
+        assert abs(_mp(c) - want) < mpmath.mpf(10) ** -58
+
+
+def test_seahorse_nucleus_of_period_8007():
+    """Near the Seahorse centre the disc of width 1e-22 meets a period-8007 atom; Newton
+    lands on a nucleus 6e-33 away that mpmath confirms (z_8007 ~ 0 at 300 bits, no
+    earlier return) and that an independent mpmath Newton from the centre reaches too."""
+    bits = 240
+    scan = per.scan(SEAHORSE, bits, [math.log2(0.6e-22), math.log2(0.6e-12)], 20000)
+    assert scan.periods == (8007, 998)
+    c = per.nucleus(per.parse(SEAHORSE, bits), 8007, bits)
+    assert c is not None
+    assert 2 ** per.log2_distance(per.point(c, bits), SEAHORSE) == pytest.approx(6.0e-33, rel=0.01)
+    with mpmath.workprec(300):
+        cm = _mp(c)
+        z, dz, smallest = mpmath.mpc(0), mpmath.mpc(0), mpmath.inf
+        for k in range(1, 8008):
+            dz = 2 * z * dz + 1
+            z = z * z + cm
+            if k < 8007:
+                smallest = min(smallest, abs(z))
+        assert abs(z / dz) < mpmath.mpf(2) ** -230  # a root to 230 bits
+        assert smallest > 1e-12  # and of period 8007, not of a divisor
+        guess = mpmath.mpc(*SEAHORSE)
+        for _ in range(6):
+            z = dz = mpmath.mpc(0)
+            for _k in range(8007):
+                dz = 2 * z * dz + 1
+                z = z * z + guess
+            guess -= z / dz
+        assert abs(guess - cm) < mpmath.mpf(10) ** -60
+
+
+def test_newton_finds_a_satellite_not_its_parent():
+    """Period 4990 = 5 x 998 next to the period-998 nucleus: dividing out the lower
+    periods, Newton converges to a nucleus of period 4990 itself."""
+    c = per.nucleus(per.parse(SEAHORSE, 200), 4990, 200)
+    assert c is not None and per.lowest_return(c, 4990, 200) == 4990
+
+
+def test_attracting_cycle_and_interior_distance():
+    """c = -0.1 + 0.1i is inside the main cardioid: multiplier 2 z* with z* = (1 -
+    sqrt(1 - 4c)) / 2, and the interior distance estimate b brackets the distance to
+    the cardioid (b/4 <= d <= b; the cardioid c(t) = e^it / 2 - e^2it / 4)."""
+    c = complex(-0.1, 0.1)
+    cycle = per.attracting_cycle(per.parse(("-0.1", "0.1"), 200), 1, 200)
+    assert cycle is not None
+    assert cycle.multiplier == pytest.approx(abs(1 - np.sqrt(1 - 4 * c)), rel=1e-12)
+    t = np.linspace(0, 2 * np.pi, 200001)
+    d = np.min(np.abs(c - (np.exp(1j * t) / 2 - np.exp(2j * t) / 4)))
+    b = 2 ** cycle.log2_de
+    assert b / 4 <= d <= b
+    assert per.attracting_cycle(per.parse(("0", "1"), 200), 2, 200) is None  # repelling
+
+
+def test_exterior_distance_estimate():
+    """c = 1 is 0.75 from the set (its nearest point is the cusp 1/4); c = 0.5 + 0.5i
+    escapes; both distance estimates bracket: b/4 <= d <= b."""
+    scan = per.scan(("1", "0"), 200, [], 100)
+    assert scan.escaped == 3  # 1, 2, 5
+    b = 2 ** scan.log2_de
+    assert b / 4 <= 0.75 <= b
+
+
+def test_scan_sees_an_attracting_cycle_and_goes_on_past_a_repelling_one():
+    inside = per.scan(("-0.1", "0.1"), 200, [math.log2(1e-9)], 10000)
+    assert inside.returns == 1 and inside.periods == (0,) and inside.escaped == 0
+    misiurewicz = per.scan(("0", "1"), 200, [math.log2(1e-30)], 10000)
+    assert misiurewicz.returns == 0 and misiurewicz.periods[0] > 50  # c = i: i -> -1+i -> -i
+
+
+def test_points_round_trip_and_offsets_are_exact():
+    c = per.nucleus(per.parse(SEAHORSE, 300), 998, 300)
+    p = per.point(c, 300)
+    assert p.value() == c  # the decimal strings parse back to the same binary numbers
+    ox, oy = per.offset_in(SEAHORSE, p, 0.5, -80, 300)  # (centre - c) / 2^-81
+    with mpmath.workprec(400):
+        want = (mpmath.mpc(*SEAHORSE) - _mp(c)) * mpmath.mpf(2) ** 81
+    assert ox == pytest.approx(float(want.real), rel=1e-15)
+    assert oy == pytest.approx(float(want.imag), rel=1e-15)
+
+
+def test_references_along_a_zoom():
+    """A zoom into c = i: each deep frame meets a new minibrot (periods grow), and its
+    nucleus lies within reach of the frame; shallow perturbed frames may share one."""
+    plan = make_plan(make_spec(size=(64, 36), center=("0", "1"), width=("3", "1e-120"), frames=12,
+                               max_iter="auto", tile=(64, 36)))
+    refs = plan.references()
+    assert refs is not None
+    perturbed = [f.index for f in plan.frames if f.precision == "perturb"]
+    assert all(refs.frame_ref[k] >= 0 for k in perturbed)
+    assert all(refs.frame_ref[f.index] == -1 for f in plan.frames if f.precision != "perturb")
+    periods = [refs.of(k).period for k in perturbed]
+    assert all(p > 0 for p in periods) and periods == sorted(periods) and len(set(periods)) >= 4
+    for k in perturbed:
+        ref, frame = refs.of(k), plan.frames[k]
+        radius = math.log2(math.hypot(64, 36) / 2) + frame.log10_spacing * math.log2(10)
+        assert per.log2_distance(ref.point, plan.spec.view.center) <= radius + math.log2(NUCLEUS_REACH)
+        assert abs(ref.orbit[-1]).max() < 1e-15 and len(ref.orbit) == ref.period + 1  # Z(p) ~ 0
+    again = unpack(*pack(refs))
+    assert again.frame_ref == refs.frame_ref and again.refs == refs.refs
+    assert all(np.array_equal(a.orbit, b.orbit) for a, b in zip(again.refs, refs.refs, strict=True))
+    assert len(describe(refs, plan)) <= 8
+
+
+def test_a_view_inside_a_component_uses_its_centre():
+    plan = make_plan(make_spec(size=(32, 18), center=("-0.1", "0.1"), width=("1e-9", "1e-9"),
+                               max_iter=1000, precision="perturb", tile=(32, 18)))
+    refs = plan.references()
+    assert refs is not None and [r.kind for r in refs.refs] == ["center"]
+    assert refs.centre is not None and refs.centre.kind == "interior" and refs.centre.n == 1
