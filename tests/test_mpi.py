@@ -160,3 +160,36 @@ def test_sigusr1_to_mpiexec_interrupts_and_resumes(tmp_path, write_job):
     resumed = mpi_farm(3, "resume", str(store), "--no-video", "--quiet", "--share-devices")
     assert resumed.returncode == 0, resumed.stderr
     assert_same_store(store, single)
+
+
+REFERENCE_DATASETS = ("reference/orbits", "reference/starts", "reference/point", "reference/period",
+                      "frames/reference")
+
+
+def test_changing_references_are_broadcast_and_resume_under_mpi(tmp_path, write_job):
+    """A zoom into c = i whose perturbed frames each take another minibrot's nucleus:
+    the master chooses the references once and broadcasts them; two workers render the
+    same store as one process, and an interrupted MPI render resumes from the stored
+    references (not chosen again) to the same store."""
+    job = write_job(size=(48, 32), frames=12, width=("3", "1e-150"), center=("0", "1"),
+                    tile=(16, 16), max_iter="auto")
+    single = tmp_path / "single.h5"
+    first = run_farm("render", str(job), "--store", str(single), "--no-video", "--quiet")
+    assert first.returncode == 0, first.stderr
+    with h5py.File(single) as f:
+        assert len(set(f["frames/reference"][...]) - {-1}) >= 4
+    store = tmp_path / "mpi.h5"
+    proc = mpi_start(3, "render", str(job), "--store", str(store), "--no-video", "--quiet",
+                     "--share-devices")
+    wait_for_tiles(proc, store, 20)
+    assert proc.poll() is None, "the render ended before the signal"
+    proc.send_signal(signal.SIGUSR1)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 75, err
+    resumed = mpi_farm(3, "resume", str(store), "--no-video", "--quiet", "--share-devices")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "farm: reference" not in resumed.stderr
+    assert_same_store(store, single)
+    with h5py.File(store) as a, h5py.File(single) as b:
+        for name in REFERENCE_DATASETS:
+            assert np.array_equal(a[name][...], b[name][...]), name
