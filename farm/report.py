@@ -26,7 +26,47 @@ def _count(n: float) -> str:
     return f"{n:.0f}"
 
 
-def plan_summary(plan: Plan, source: str) -> str:
+def _work_by_format(plan: Plan) -> dict[str, int]:
+    w, h = plan.spec.size
+    out: dict[str, int] = {}
+    for f in plan.frames:
+        out[f.precision] = out.get(f.precision, 0) + w * h * f.max_iter
+    return out
+
+
+def _storage_lines(plan: Plan) -> list[str]:
+    from pathlib import Path
+
+    from farm.store import layout, space
+
+    path = Path(plan.spec.output.store)
+    size, free = layout.store_bytes(plan), space.free(path) + space.allocated(path)
+    fits = "" if size <= free else "  -- does not fit: `farm render` will refuse it"
+    return [f"store      {plan.spec.output.store}",
+            f"store size {space.human(size)} when complete ({space.human(free)} free there){fits}"]
+
+
+def _time_line(plan: Plan, device: str | None) -> str:
+    from farm import rates
+
+    if device is None:
+        return "time       no OpenCL device here to estimate for"
+    bound = rates.time_bound(_work_by_format(plan), device)
+    if bound is None:
+        return f"time       run `farm bench` once on {device} for a time estimate"
+    return (f"time       at most {_duration(bound)} of device time on {device} (the work bound at "
+            "the rates `farm bench` measured; escaping pixels and skipping make it less)")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds / 3600:.3g} h"
+
+
+def plan_summary(plan: Plan, source: str, device: str | None = None) -> str:
     spec = plan.spec
     w, h = spec.size
     first, last = plan.frames[0], plan.frames[-1]
@@ -47,14 +87,18 @@ def plan_summary(plan: Plan, source: str) -> str:
         f"pixels     {_count(pixels)} in all",
         f"work       at most {_count(plan.work_bound())}iter "
         "(if every pixel ran to max iter; escaping pixels cost less)",
-        f"store      {spec.output.store}",
+        _time_line(plan, device),
+        *_storage_lines(plan),
         f"video      {spec.output.video} (crf {spec.output.crf})",
     ]
     return "\n".join(lines)
 
 
-def plan_info(plan: Plan, source: str) -> dict[str, Any]:
+def plan_info(plan: Plan, source: str, device: str | None = None) -> dict[str, Any]:
     """The plan as data, for ``farm validate --json`` and scripts (slurm/submit.sh)."""
+    from farm import rates
+    from farm.store import layout
+
     spec = plan.spec
     return {
         "job": source,
@@ -69,6 +113,9 @@ def plan_info(plan: Plan, source: str) -> dict[str, Any]:
         "pixels": spec.size[0] * spec.size[1] * len(plan.frames),
         "work_bound_iterations": plan.work_bound(),
         "store": spec.output.store,
+        "store_bytes": layout.store_bytes(plan),
+        "device": device,
+        "device_seconds_bound": rates.time_bound(_work_by_format(plan), device) if device else None,
         "video": spec.output.video,
     }
 
@@ -88,12 +135,24 @@ def status_text(info: dict[str, Any]) -> str:
         f"tiles      {done}/{total} ({100 * done / total:.1f}%), "
         f"{info['tiles_per_frame']} per frame",
     ]
+    holder = info.get("rendering")
+    if holder is not None:
+        from farm.store.lock import describe
+
+        lines.append(f"rendering  {describe(holder)}")
+    elif not info["complete"]:
+        lines.append(f"rendering  nothing is rendering it; `farm resume {info['store']}` continues")
     run = info.get("run")
     if run:
         lines.append(f"run        #{run['index']} of {info['runs']}: {run['workers']} worker(s), "
                      f"{run['tiles']} tile(s)")
         if "tiles_per_s" in run:
-            eta = "done" if not run["eta_s"] else f"ETA {run['eta_s']:.0f} s"
+            if info["complete"]:
+                eta = "done"
+            elif "eta_s" in run:
+                eta = f"ETA {run['eta_s']:.0f} s (from the device time of finished frames)"
+            else:
+                eta = "stopped"
             lines.append(f"rate       {run['tiles_per_s']:.3g} tiles/s over {run['elapsed_s']:.1f} s; "
                          f"{eta}; last tile {run['last_tile_age_s']:.0f} s ago")
             busy = ", ".join(f"rank {r}: {b:.2f} s ({100 * run['busy_share'][r]:.0f}%)"

@@ -9,6 +9,7 @@ same store bit for bit.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import signal
 import sys
@@ -23,12 +24,14 @@ from farm import spec as specmod
 from farm.compute.device import DeviceInfo, bind_device
 from farm.compute.render import TileRenderer
 from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, StoreError, UsageError
+from farm.estimate import WorkEstimate, eta_seconds
 from farm.plan import Plan, make_plan
 from farm.progress import Progress
 from farm.schedule import transport
 from farm.schedule.master import STOP_SIGNALS, MasterOptions, MasterReport, run_master
 from farm.schedule.worker import run_worker
-from farm.store import layout
+from farm.store import layout, space
+from farm.store.lock import StoreLock
 from farm.store.reader import Store
 from farm.store.writer import StoreWriter
 
@@ -41,6 +44,7 @@ class RenderOptions:
     restart: bool = False  # replace a store made by a different job
     verify: bool = False  # check every stored tile's crc before resuming
     sync_every: float = 10.0  # seconds between fdatasyncs of the store
+    check_space: bool = True  # refuse a store its file system cannot hold
     progress: bool = True
     master: MasterOptions = field(default_factory=MasterOptions)
 
@@ -50,23 +54,29 @@ def _differences(a: specmod.JobSpec, b: specmod.JobSpec) -> list[str]:
     return [k for k in pa if pa[k] != pb[k]]
 
 
-def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool,
-                  progress: bool = True) -> tuple[Plan, np.ndarray | None]:
+def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bool = True,
+                  check_space: bool = True) -> tuple[Plan, np.ndarray | None]:
     """Create the store for ``spec``, or check that the existing one is for the same
     job (then it resumes). ``restart`` replaces an existing store. Returns the plan and
-    the reference orbit of its perturbed frames (computed once, kept in the store)."""
+    the reference orbit of its perturbed frames (computed once, kept in the store).
+    With ``check_space``, a store its file system cannot hold is refused first."""
     specmod.check_writable(path, "output.store")
-    if path.exists() and restart:
-        path.unlink()
-    elif path.exists():
+    if path.exists() and not restart:
         with Store(path) as old:
             diff = _differences(old.spec, spec)
             if not diff:
-                return old.plan(), old.reference()
+                plan = old.plan()
+                if check_space:
+                    space.check(path, layout.store_bytes(plan), "output.store")
+                return plan, old.reference()
         raise StoreError(
             f"output.store: {path} holds a different job (differs in {', '.join(diff)}); "
             "use --restart to replace it, or --store to choose another path")
     plan = make_plan(spec)
+    if check_space:
+        space.check(path, layout.store_bytes(plan), "output.store", replacing=restart)
+    if path.exists():
+        path.unlink()
     orbit = compute_reference(plan, progress)
     layout.create(path, plan, orbit)
     return plan, orbit
@@ -89,6 +99,17 @@ def compute_reference(plan: Plan, progress: bool = True) -> np.ndarray | None:
 
 def _master_session(plan: Plan, store_path: Path, link: transport.MasterLink, workers: int,
                     options: RenderOptions) -> MasterReport | None:
+    try:
+        return _write_session(plan, store_path, link, workers, options)
+    except OSError as err:  # a disk that fills outside the writer thread (run row, sync)
+        if not space.is_disk_full(err):
+            raise
+        raise Interrupted(f"{space.disk_full_reason(store_path, err)}; {store_path} keeps every "
+                          f"finished tile: `farm resume {store_path}` continues") from None
+
+
+def _write_session(plan: Plan, store_path: Path, link: transport.MasterLink, workers: int,
+                   options: RenderOptions) -> MasterReport | None:
     with StoreWriter(store_path, plan, workers=workers, sync_every=options.sync_every) as writer:
         bad = writer.recover(full=options.verify)
         if bad:
@@ -97,10 +118,19 @@ def _master_session(plan: Plan, store_path: Path, link: transport.MasterLink, wo
         pending = writer.pending()
         if not pending:
             return None
-        bar = Progress(plan.tasks, "render", done=plan.tasks - len(pending))
+        estimate = WorkEstimate(writer.done, writer.meta["tiles/seconds"])
+        device_s = [0.0]  # this run's device seconds so far
+
+        def observe(batch: list) -> None:
+            for r in batch:
+                estimate.add(r.frame, r.tile, r.seconds)
+                device_s[0] += r.seconds
+
+        bar = Progress(plan.tasks, "render", done=plan.tasks - len(pending),
+                       eta=lambda wall: eta_seconds(estimate.remaining_device_s(), device_s[0], wall))
         bar.enabled = options.progress
         try:
-            report = run_master(writer, link, options.master, bar)
+            report = run_master(writer, link, options.master, bar, on_batch=observe)
         finally:
             bar.close()
         writer.end_run(report.busy_s, report.writer_busy_s, report.receive_s)
@@ -128,8 +158,8 @@ def _finish(report: MasterReport | None, store_path: Path, video: str | None,
 
 
 def _run_in_process(plan: Plan, orbit: np.ndarray | None, store_path: Path,
-                    options: RenderOptions) -> MasterReport | None:
-    info, device = bind_device(options.device)
+                    options: RenderOptions, bound: tuple[DeviceInfo, Any]) -> MasterReport | None:
+    info, device = bound
     print(f"farm: rendering on {info.describe()}", file=sys.stderr)
     link = transport.ThreadMaster([0])
     thread = threading.Thread(
@@ -151,10 +181,21 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
     comm = transport.mpi_world()
     if comm is not None:
         return _render_mpi(comm, lambda: (spec, store_path, video), options)
+    _check_paths(store_path, video, options)
+    bound = bind_device(options.device)  # before anything is written: no device, no store
+    with StoreLock(store_path):
+        plan, orbit = prepare_store(spec, store_path, options.restart, options.progress,
+                                    options.check_space)
+        report = _run_in_process(plan, orbit, store_path, options, bound)
+        return _finish(report, store_path, video, options)
+
+
+def _check_paths(store_path: Path, video: str, options: RenderOptions) -> None:
+    """Every output path, before any work: one line and exit 2 for a path that
+    cannot be written."""
+    specmod.check_writable(store_path, "output.store")
     if options.video:
         specmod.check_writable(video, "output.video")
-    plan, orbit = prepare_store(spec, store_path, options.restart, options.progress)
-    return _finish(_run_in_process(plan, orbit, store_path, options), store_path, video, options)
 
 
 def resume(store: str, video: str | None = None, options: RenderOptions = RenderOptions()) -> int:
@@ -196,26 +237,32 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
                 _mpi_worker(comm, plan, orbit, bound)
         return 0
     plan, orbit = None, None
+    held = contextlib.ExitStack()  # the store's lock, from the path check to the video
     try:
         if problems:
             kind = UsageError if all(k == "UsageError" for k, _ in problems) else DeviceError
             raise kind("; ".join(text for _, text in problems))
         spec, store_path, video = job()
-        if options.video:
-            specmod.check_writable(video, "output.video")
-        plan, orbit = prepare_store(spec, store_path, options.restart, options.progress)
+        _check_paths(store_path, video, options)
+        held.enter_context(StoreLock(store_path))
+        plan, orbit = prepare_store(spec, store_path, options.restart, options.progress,
+                                    options.check_space)
+    except BaseException:
+        held.close()
+        raise
     finally:
         comm.bcast(plan, root=0)  # None tells the workers to go home
-    transport.bcast_array(comm, orbit)
-    link = transport.MpiMaster(comm, plan.channels)
-    print(f"farm: master on {host}, {len(link.workers)} worker(s)", file=sys.stderr)
-    try:
-        report = _master_session(plan, store_path, link, len(link.workers), options)
-    finally:
-        for w in link.workers:  # idempotent: workers already released ignore it
-            link.release(w)
-        link.drain()
-    return _finish(report, store_path, video, options)
+    with held:
+        transport.bcast_array(comm, orbit)
+        link = transport.MpiMaster(comm, plan.channels)
+        print(f"farm: master on {host}, {len(link.workers)} worker(s)", file=sys.stderr)
+        try:
+            report = _master_session(plan, store_path, link, len(link.workers), options)
+        finally:
+            for w in link.workers:  # idempotent: workers already released ignore it
+                link.release(w)
+            link.drain()
+        return _finish(report, store_path, video, options)
 
 
 def _mpi_worker(comm, plan: Plan, orbit: np.ndarray | None, bound: tuple[DeviceInfo, Any]) -> None:

@@ -13,6 +13,7 @@ store alone says how to resume it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import hashlib
@@ -344,16 +345,53 @@ def spec_hash(spec: JobSpec) -> str:
     return hashlib.sha256(canonical_text(spec).encode()).hexdigest()[:16]
 
 
-def check_writable(path: str | os.PathLike[str], field: str) -> None:
-    """Raise SpecError unless ``path`` could be created or overwritten. Writes nothing."""
-    p = Path(path).absolute()
-    if p.is_dir():
-        raise SpecError(field, f"{path} is a directory, not a file")
+def _probe_directory(directory: Path) -> str | None:
+    """Why no file can be created in ``directory`` (one phrase), or None when one can.
+
+    Creates and at once removes a hidden empty file: os.access says yes to root on a
+    read-only mount or in /proc, where creating a file still fails."""
+    probe = directory / f".farm-probe-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as err:
+        return err.strerror.lower() if err.strerror else str(err)
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return None
+
+
+def _existing_ancestor(p: Path, field: str, path: object) -> Path:
+    """The nearest folder of ``p`` that exists (the ones below it would be created)."""
     parent = p.parent
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
         raise SpecError(field, f"cannot create {path}: {parent} is not a directory")
-    target = p if p.exists() else parent
-    if not os.access(target, os.W_OK):
-        raise SpecError(field, f"cannot write {path}: {target} is not writable")
+    return parent
+
+
+def check_writable(path: str | os.PathLike[str], field: str) -> None:
+    """Raise SpecError unless the file ``path`` could be created or overwritten (its
+    missing folders too). Leaves nothing behind."""
+    p = Path(path).absolute()
+    if p.is_dir():
+        raise SpecError(field, f"{path} is a directory, not a file")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise SpecError(field, f"cannot write {path}: permission denied")
+    folder = _existing_ancestor(p, field, path)
+    problem = _probe_directory(folder)
+    if problem:
+        raise SpecError(field, f"cannot write {path}: {problem} in {folder}")
+
+
+def check_directory(path: str | os.PathLike[str], field: str) -> None:
+    """Raise SpecError unless files could be written into the folder ``path`` (created
+    if missing). Leaves nothing behind."""
+    p = Path(path).absolute()
+    if p.exists() and not p.is_dir():
+        raise SpecError(field, f"{path} is a file, not a directory")
+    folder = p if p.is_dir() else _existing_ancestor(p, field, path)
+    problem = _probe_directory(folder)
+    if problem:
+        raise SpecError(field, f"cannot write into {path}: {problem} in {folder}")

@@ -121,6 +121,24 @@ def create(path: str | os.PathLike[str], plan: Plan, orbit: np.ndarray | None = 
             tmp.unlink()
 
 
+def store_bytes(plan: Plan, orbit_length: int | None = None) -> int:
+    """Bytes the store takes once every tile is written: the pixel channels in full
+    chunks (edge tiles padded), the per-frame histograms and bookkeeping, the reference
+    orbit and the run table (HDF5's own metadata, a few kilobytes, is left out). The
+    file is sparse until tiles arrive, so this is what the render will fill."""
+    grid, f_count = plan.grid, len(plan.frames)
+    padded = grid.nx * grid.tile_w * grid.ny * grid.tile_h
+    total = sum(f_count * c.nbytes(padded) for c in plan.channels)
+    total += f_count * plan.bins * 8 + f_count * 1  # histogram, frame_done
+    per_tile = 1 + sum(np.dtype(d).itemsize for d in TILE_META.values())  # done + tiles/*
+    total += f_count * grid.count * per_tile
+    total += f_count * (40 + 8 + 16)  # frames/width, max_iter, precision
+    needs = plan.reference_needs()
+    if needs is not None:
+        total += 16 * (orbit_length or needs[1] + 1)
+    return total + RUNS * RUN_DTYPE.itemsize
+
+
 def _width_text(width: object) -> str:
     return num.decimal_text(width, 25)
 

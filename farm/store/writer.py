@@ -50,7 +50,7 @@ import numpy as np
 
 from farm.errors import StoreError
 from farm.plan import Channel, Plan
-from farm.store import layout
+from farm.store import layout, space
 
 
 def tile_crc(*arrays: np.ndarray) -> int:
@@ -335,9 +335,14 @@ class StoreWriter:
 
     def close(self) -> None:
         if self.fd >= 0:
-            self.sync()
-            os.close(self.fd)
-            self.fd = -1
+            try:
+                self.sync()
+            except OSError as err:  # full disk, I/O error: the last sync is not recorded,
+                if not space.is_disk_full(err):  # so a resume checks the later tiles
+                    raise
+            finally:
+                os.close(self.fd)
+                self.fd = -1
 
     def __enter__(self) -> StoreWriter:
         return self
@@ -351,8 +356,8 @@ class WriterThread:
 
     ``submit`` queues a batch; the thread writes everything queued at once (one
     fdatasync per round, so rounds grow when the disk is slow). ``close`` waits for
-    the queue to drain. An error in the thread is raised by the next ``submit`` or by
-    ``close``; nothing is written after it."""
+    the queue to drain. After an error in the thread (``error``) nothing more is
+    written; the master looks at it after every round of events."""
 
     def __init__(self, writer: StoreWriter):
         self.writer = writer
@@ -362,10 +367,13 @@ class WriterThread:
         self._thread = threading.Thread(target=self._run, name="farm-writer", daemon=True)
         self._thread.start()
 
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
+
     def submit(self, batch: list[Finished]) -> None:
-        if self._error is not None:
-            raise self._error
-        self._queue.put(batch)
+        if self._error is None:
+            self._queue.put(batch)
 
     def _run(self) -> None:
         while True:
@@ -392,5 +400,3 @@ class WriterThread:
     def close(self) -> None:
         self._queue.put(None)
         self._thread.join()
-        if self._error is not None:
-            raise self._error
