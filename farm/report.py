@@ -160,12 +160,40 @@ def status_text(info: dict[str, Any]) -> str:
             lines.append(f"busy       {busy}")
             lines.append(f"balance    max/mean busy = {run['balance_max_over_mean']}")
         if "master_busy_share" in run:
-            lines.append(f"master     busy {100 * run['master_busy_share']:.1f}% of the run's "
-                         f"{run['wall_s']:.1f} s (receiving, scheduling); its writer thread "
-                         f"{100 * run['writer_busy_share']:.1f}%")
+            lines.extend(timeline_lines(run))
     lines.append("per frame  (# done, + started, . waiting)")
     lines.append(_frame_strip(info["frame_progress"]))
     return "\n".join(lines)
+
+
+def timeline_lines(run: dict[str, Any]) -> list[str]:
+    """Where a run's wall time went (farm/timeline.py), from ``farm status``'s run."""
+    t = run.get("timeline") or {}
+    if not t.get("ended"):
+        return ["timeline   (the run has not ended)"]
+    begin = t["process_started"] or t["started"]
+    render_end = t["render_ended"] or t["ended"]
+    end = max(t["ended"], t["video_ended"])
+    startup = max(0.0, t["started"] - begin - t["reference_s"])
+    render = render_end - t["started"]
+    phases = [f"start-up {startup:.2f} s", f"reference orbit {t['reference_s']:.2f} s",
+              f"render {render:.2f} s"]
+    if t["video_ended"]:
+        phases.append(f"video after the last tile {t['video_ended'] - render_end:.2f} s")
+    lines = [f"timeline   {end - begin:.2f} s in all: " + ", ".join(phases)]
+    workers = max(1, t["workers"])
+    share = 100 * t["gpu_s"] / (workers * render) if render > 0 else 0.0
+    lines.append(
+        f"  workers  ({workers}) GPU busy {t['gpu_s']:.2f} s ({share:.0f}% of {workers} x render), "
+        f"preparing frames {t['prep_s']:.2f} s, kernel builds {t['build_s']:.2f} s, device set-up "
+        f"{t['setup_s']:.2f} s, sending {t['send_s']:.2f} s, idle {t['idle_s']:.2f} s")
+    master = (f"  master   loop {t['master_busy']:.2f} s (receiving {t['master_receive']:.2f} s), "
+              f"writer thread {t['writer_busy']:.2f} s")
+    if t["video_frames"]:
+        master += (f"; video {t['video_frames']} frames: colouring {t['color_s']:.2f} s, "
+                   f"encoding {t['encode_s']:.2f} s")
+    lines.append(master)
+    return lines
 
 
 def devices_text(selector: str | None) -> str:

@@ -14,6 +14,7 @@ import dataclasses
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, Store
 from farm.estimate import WorkEstimate, eta_seconds
 from farm.plan import Plan, make_plan
 from farm.progress import Progress
+from farm.report import timeline_lines
 from farm.schedule import transport
 from farm.schedule.master import STOP_SIGNALS, MasterOptions, MasterReport, run_master
 from farm.schedule.worker import run_worker
@@ -34,6 +36,7 @@ from farm.store import layout, space
 from farm.store.lock import StoreLock
 from farm.store.reader import Store
 from farm.store.writer import StoreWriter
+from farm.timeline import WORKER_COUNTERS, MasterTiming
 
 
 @dataclass(frozen=True)
@@ -55,11 +58,13 @@ def _differences(a: specmod.JobSpec, b: specmod.JobSpec) -> list[str]:
 
 
 def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bool = True,
-                  check_space: bool = True) -> tuple[Plan, np.ndarray | None]:
+                  check_space: bool = True,
+                  timing: MasterTiming | None = None) -> tuple[Plan, np.ndarray | None]:
     """Create the store for ``spec``, or check that the existing one is for the same
     job (then it resumes). ``restart`` replaces an existing store. Returns the plan and
     the reference orbit of its perturbed frames (computed once, kept in the store).
-    With ``check_space``, a store its file system cannot hold is refused first."""
+    With ``check_space``, a store its file system cannot hold is refused first;
+    ``timing`` counts the seconds of the reference orbit."""
     specmod.check_writable(path, "output.store")
     if path.exists() and not restart:
         with Store(path) as old:
@@ -77,7 +82,10 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
         space.check(path, layout.store_bytes(plan), "output.store", replacing=restart)
     if path.exists():
         path.unlink()
+    t0 = time.perf_counter()
     orbit = compute_reference(plan, progress)
+    if timing is not None:
+        timing.reference_s += time.perf_counter() - t0
     layout.create(path, plan, orbit)
     return plan, orbit
 
@@ -98,9 +106,9 @@ def compute_reference(plan: Plan, progress: bool = True) -> np.ndarray | None:
 
 
 def _master_session(plan: Plan, store_path: Path, link: transport.MasterLink, workers: int,
-                    options: RenderOptions) -> MasterReport | None:
+                    options: RenderOptions, timing: MasterTiming) -> MasterReport | None:
     try:
-        return _write_session(plan, store_path, link, workers, options)
+        return _write_session(plan, store_path, link, workers, options, timing)
     except OSError as err:  # a disk that fills outside the writer thread (run row, sync)
         if not space.is_disk_full(err):
             raise
@@ -109,7 +117,7 @@ def _master_session(plan: Plan, store_path: Path, link: transport.MasterLink, wo
 
 
 def _write_session(plan: Plan, store_path: Path, link: transport.MasterLink, workers: int,
-                   options: RenderOptions) -> MasterReport | None:
+                   options: RenderOptions, timing: MasterTiming) -> MasterReport | None:
     with StoreWriter(store_path, plan, workers=workers, sync_every=options.sync_every) as writer:
         bad = writer.recover(full=options.verify)
         if bad:
@@ -120,11 +128,13 @@ def _write_session(plan: Plan, store_path: Path, link: transport.MasterLink, wor
             return None
         estimate = WorkEstimate(writer.done, writer.meta["tiles/seconds"])
         device_s = [0.0]  # this run's device seconds so far
+        worker_counters: dict[int, tuple[float, ...]] = {}  # each worker's latest totals
 
         def observe(batch: list) -> None:
             for r in batch:
                 estimate.add(r.frame, r.tile, r.seconds)
                 device_s[0] += r.seconds
+                worker_counters[r.rank] = r.counters
 
         bar = Progress(plan.tasks, "render", done=plan.tasks - len(pending),
                        eta=lambda wall: eta_seconds(estimate.remaining_device_s(), device_s[0], wall))
@@ -133,9 +143,17 @@ def _write_session(plan: Plan, store_path: Path, link: transport.MasterLink, wor
             report = run_master(writer, link, options.master, bar, on_batch=observe)
         finally:
             bar.close()
-        writer.end_run(report.busy_s, report.writer_busy_s, report.receive_s)
+        timeline = {"master_busy": report.busy_s, "writer_busy": report.writer_busy_s,
+                    "master_receive": report.receive_s,
+                    "process_started": timing.process_started, "render_ended": time.time(),
+                    "gpu_s": device_s[0], "reference_s": timing.reference_s}
+        for k, name in enumerate(WORKER_COUNTERS):
+            timeline[f"{name}_s"] = sum(c[k] for c in worker_counters.values() if len(c) > k)
+        writer.end_run(timeline)
         if options.progress:
-            print(f"farm: {report.summary()}", file=sys.stderr)
+            with Store(store_path) as store:
+                lines = timeline_lines(store.status()["run"])
+            print("\n".join(f"farm: {line}" for line in lines), file=sys.stderr)
         return report
 
 
@@ -158,7 +176,8 @@ def _finish(report: MasterReport | None, store_path: Path, video: str | None,
 
 
 def _run_in_process(plan: Plan, orbit: np.ndarray | None, store_path: Path,
-                    options: RenderOptions, bound: tuple[DeviceInfo, Any]) -> MasterReport | None:
+                    options: RenderOptions, bound: tuple[DeviceInfo, Any],
+                    timing: MasterTiming) -> MasterReport | None:
     info, device = bound
     print(f"farm: rendering on {info.describe()}", file=sys.stderr)
     link = transport.ThreadMaster([0])
@@ -167,7 +186,7 @@ def _run_in_process(plan: Plan, orbit: np.ndarray | None, store_path: Path,
         args=(plan, lambda: TileRenderer(device, info, plan, reference=orbit), link.link(0)))
     thread.start()
     try:
-        return _master_session(plan, store_path, link, 1, options)
+        return _master_session(plan, store_path, link, 1, options, timing)
     finally:
         link.release(0)
         thread.join(timeout=10)
@@ -183,11 +202,13 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
         return _render_mpi(comm, lambda: (spec, store_path, video), options)
     _check_paths(store_path, video, options)
     bound = bind_device(options.device)  # before anything is written: no device, no store
+    timing = MasterTiming()
     with StoreLock(store_path):
         plan, orbit = prepare_store(spec, store_path, options.restart, options.progress,
-                                    options.check_space)
-        report = _run_in_process(plan, orbit, store_path, options, bound)
+                                    options.check_space, timing)
+        report = _run_in_process(plan, orbit, store_path, options, bound, timing)
         return _finish(report, store_path, video, options)
+
 
 
 def _check_paths(store_path: Path, video: str, options: RenderOptions) -> None:
@@ -245,8 +266,9 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
         spec, store_path, video = job()
         _check_paths(store_path, video, options)
         held.enter_context(StoreLock(store_path))
+        timing = MasterTiming()
         plan, orbit = prepare_store(spec, store_path, options.restart, options.progress,
-                                    options.check_space)
+                                    options.check_space, timing)
     except BaseException:
         held.close()
         raise
@@ -257,7 +279,7 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
         link = transport.MpiMaster(comm, plan.channels)
         print(f"farm: master on {host}, {len(link.workers)} worker(s)", file=sys.stderr)
         try:
-            report = _master_session(plan, store_path, link, len(link.workers), options)
+            report = _master_session(plan, store_path, link, len(link.workers), options, timing)
         finally:
             for w in link.workers:  # idempotent: workers already released ignore it
                 link.release(w)

@@ -65,7 +65,12 @@ def test_mpi_store_is_bitwise_identical_to_one_process(tmp_path, job_and_referen
     assert_same_store(store, single)
     with h5py.File(store) as f:
         assert set(np.unique(f["tiles/rank"][...])) == {1, 2}  # both workers rendered
-        assert f["runs"]["workers"][0] == 2
+        run = f["runs"][0]
+        assert run["workers"] == 2
+        # the timeline: workers' counters crossed MPI, device time matches the tiles'
+        assert run["setup_s"] > 0 and run["prep_s"] > 0
+        assert np.isclose(run["gpu_s"], f["tiles/seconds"][...].astype(np.float64).sum(), rtol=1e-4)
+        assert run["process_started"] <= run["started"] <= run["render_ended"] <= run["ended"]
 
 
 def test_more_workers_than_devices_is_refused(tmp_path, job_and_reference):

@@ -39,6 +39,7 @@ from farm.compute.device import DeviceInfo
 from farm.numerics.bla import bla_table
 from farm.numerics.encode import ENCODERS
 from farm.plan import FramePlan, Plan, Tile, precision
+from farm.timeline import Counters
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class TileResult:
     hist_bins: np.ndarray  # int64 counts n that occur in the tile, ascending
     hist_counts: np.ndarray  # int64 pixels per bin
     kernel_seconds: float  # device time of the kernel (profiling events)
+    counters: tuple[float, ...] = ()  # the worker's running totals (farm.timeline.WORKER_COUNTERS)
 
     @property
     def iterations(self) -> np.ndarray:
@@ -136,6 +138,7 @@ class TileRenderer:
                  reference: np.ndarray | None = None, skipping: bool = True):
         self.info = info
         self.plan = plan
+        self.counters = Counters()  # kernel builds and per-frame preparation, in seconds
         self.config = config or LaunchConfig.for_device(info)
         self.ctx = cl.Context([device])
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
@@ -188,14 +191,16 @@ class TileRenderer:
             encode = ENCODERS[frame.precision]
             return (encode(num.axis(cr, frame.spacing, w, 0, w, +1, frame.bits)),
                     encode(num.axis(ci, frame.spacing, h, 0, h, -1, frame.bits)))
-        return _recent(self._axes, frame.index, build)
+        with self.counters.timing("prep"):
+            return _recent(self._axes, frame.index, build)
 
     def _frame_args(self, frame: FramePlan) -> list:
         """The per-frame kernel arguments of a perturbed frame, kept for the last few
         frames: the half pixel spacing (mantissa, exponent), the escape radius squared,
         then the frame's BLA table (ab, r, offsets buffers, levels), levels 0 (no
         skipping) when skipping is off."""
-        return _recent(self._perturbed, frame.index, lambda: self._build_frame_args(frame))
+        with self.counters.timing("prep"):
+            return _recent(self._perturbed, frame.index, lambda: self._build_frame_args(frame))
 
     def _build_frame_args(self, frame: FramePlan) -> list:
         with num.workprec(frame.bits):
@@ -225,9 +230,10 @@ class TileRenderer:
             extra = ("-DPERTURB_FX",)
         key = fmt + "".join(extra)
         if key not in self._kernels:
-            prg = programs.build(self.ctx, (programs.FORMAT_SOURCES[fmt], "mandel.cl"),
-                                 self.options + extra)
-            self._kernels[key] = cl.Kernel(prg, "mandel")
+            with self.counters.timing("build"):
+                prg = programs.build(self.ctx, (programs.FORMAT_SOURCES[fmt], "mandel.cl"),
+                                     self.options + extra)
+                self._kernels[key] = cl.Kernel(prg, "mandel")
         return self._kernels[key]
 
     def _format_args(self, frame: FramePlan, tile: Tile, slot: _Slot) -> tuple[list, list, tuple]:
@@ -297,7 +303,7 @@ class TileRenderer:
         kev = launch.kernel_event
         seconds = (kev.profile.end - kev.profile.start) * 1e-9
         return TileResult(launch.frame.index, tile.index, arrays, bins.astype(np.int64), counts,
-                          seconds)
+                          seconds, self.counters.values())
 
     def render(self, frame: FramePlan, tile: Tile) -> TileResult:
         return self.finish(self.launch(frame, tile))

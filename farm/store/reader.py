@@ -130,6 +130,10 @@ class Store:
         mine = done & (run == last)
         out["run"] = {"index": last, "started": float(started[last]),
                       "workers": int(runs["workers"][last]), "tiles": int(mine.sum())}
+        row = runs[last]
+        out["run"]["timeline"] = {name: (int(row[name]) if name in ("workers", "video_frames")
+                                         else round(float(row[name]), 6))
+                                  for name in runs.dtype.names}
         if runs["ended"][last] > 0:
             wall = float(runs["ended"][last] - started[last])
             out["run"]["wall_s"] = round(wall, 3)

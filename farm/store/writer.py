@@ -75,6 +75,7 @@ class Finished:
     seconds: float  # device time
     rank: int
     crc: int  # tile_crc of the arrays in channel order
+    counters: tuple[float, ...] = ()  # the worker's running totals (farm.timeline)
 
     @property
     def iterations(self) -> np.ndarray:
@@ -167,12 +168,12 @@ class StoreWriter:
     def _write_run_row(self) -> None:
         self._pwrite(self._run_row.tobytes(), self.offsets["runs"] + self.run * layout.RUN_DTYPE.itemsize)
 
-    def end_run(self, master_busy: float, writer_busy: float, master_receive: float) -> None:
-        """Record when this run ended and how long the master and its writer were busy."""
+    def end_run(self, timeline: dict[str, float]) -> None:
+        """Record when this run ended and its timeline: any fields of layout.RUN_DTYPE
+        (master_busy, writer_busy, gpu_s, ...; farm/timeline.py)."""
         self._run_row["ended"] = time.time()
-        self._run_row["master_busy"] = master_busy
-        self._run_row["writer_busy"] = writer_busy
-        self._run_row["master_receive"] = master_receive
+        for name, value in timeline.items():
+            self._run_row[name] = value
         self._write_run_row()
 
     def sync(self) -> None:
