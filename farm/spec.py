@@ -67,7 +67,9 @@ class Iterations:
 @dataclass(frozen=True)
 class Render:
     precision: str = "auto"
-    tile: tuple[int, int] = (1024, 1024)  # (width, height) pixels; also the store's chunk
+    # (width, height) pixels, the unit of work and the store's chunk; "auto": the image
+    # cut into equal tiles of at most 1024x1024 (farm.plan.tiles.TileGrid.auto)
+    tile: tuple[int, int] | str = "auto"
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,14 @@ def _size(value: Any, field: str) -> tuple[int, int]:
     return (w, h)
 
 
+def _tile(value: Any, field: str) -> tuple[int, int] | str:
+    if value == "auto":
+        return "auto"
+    if isinstance(value, str):
+        raise SpecError(field, f'must be "auto" or [width, height] in pixels, got {value!r}')
+    return _pair(_int_in(8, 4096), '"auto" or [width, height] in pixels')(value, field)
+
+
 def _max_iter(value: Any, field: str) -> int | str:
     if value == "auto":
         return "auto"
@@ -222,7 +232,7 @@ SCHEMA: dict[str, dict[str, tuple[Callable[[Any, str], Any], Any]]] = {
     },
     "render": {
         "precision": (_choice(PRECISIONS), "auto"),
-        "tile": (_pair(_int_in(8, 4096), "[width, height] in pixels"), (1024, 1024)),
+        "tile": (_tile, "auto"),
     },
     "color": {
         "palette": (_choice(PALETTES), "classic"),

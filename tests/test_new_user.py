@@ -17,7 +17,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from conftest import SLOW, run_farm, wait_for_tiles
+from conftest import run_farm, wait_for_tiles
 
 from farm.compute.device import list_devices
 from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE
@@ -110,7 +110,7 @@ def test_a_store_too_big_for_its_disk_is_refused(tmp_path):
         size = re.search(r"store size ([\d.]+) MB when complete .* does not fit", validate.stdout)
         assert size, validate.stdout
         pixels = 4 * 640 * 480 * 8  # iterations and fraction, 4 bytes each
-        assert pixels / 1e6 <= float(size.group(1)) <= 1.05 * pixels / 1e6
+        assert pixels / 1e6 <= float(size.group(1)) <= pixels / 1e6 + 0.5  # + bookkeeping
         result = run_farm("render", str(job), "--quiet")
         one_line_error(result, EXIT_USAGE, "output.store", f"needs {size.group(1)} MB",
                        "--ignore-free-space")
@@ -151,11 +151,12 @@ def test_two_renders_of_one_store_cannot_run_at_once(tmp_path):
         tile = [16, 16]
         """)
     store = tmp_path / "renders" / "zoom.h5"
+    # 0.2 s a tile: the first render lasts a minute unless killed, which the test does
     first = subprocess.Popen([sys.executable, "-m", "farm", "render", str(job), "--no-video", "--quiet"],
-                             cwd=tmp_path, env={**os.environ, **SLOW}, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+                             cwd=tmp_path, env={**os.environ, "FARM_TEST_TILE_DELAY": "0.2"},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for_tiles(first, store, 10)
+        wait_for_tiles(first, store, 3)
         for args in (("render", str(job), "--no-video"), ("resume", str(store), "--no-video")):
             second = run_farm(*args, "--quiet", cwd=tmp_path)
             one_line_error(second, EXIT_USAGE, "being rendered by", f"pid {first.pid}")

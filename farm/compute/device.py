@@ -97,7 +97,10 @@ def build_problem(info: DeviceInfo) -> str | None:
     Found by building a tiny program: PoCL 3.0 from pip (LLVM 14) fails this way on
     processors LLVM 14 does not know (AMD Zen 4 and 5, for example), and such a
     device must not be chosen over one that works. Costs one small build a device
-    per process (PoCL caches the binary)."""
+    per process (PoCL caches the binary). GPUs are not probed: their vendors'
+    compilers know their own chips, and a context on a GPU costs start-up time."""
+    if info.kind == "GPU":
+        return None
     dev = next(d for i, d in list_devices() if i == info)
     try:
         cl.Program(cl.Context([dev]), _PROBE).build()

@@ -36,6 +36,7 @@ import pyopencl.cltypes as clt
 import farm.numerics as num
 from farm.compute import programs
 from farm.compute.device import DeviceInfo
+from farm.numerics.axes import encode_exact, exact_axis
 from farm.numerics.bla import bla_table
 from farm.numerics.encode import ENCODERS
 from farm.plan import FramePlan, Plan, Tile, precision
@@ -188,9 +189,9 @@ class TileRenderer:
             spec = self.plan.spec
             w, h = spec.size
             cr, ci = spec.view.center
-            encode = ENCODERS[frame.precision]
-            return (encode(num.axis(cr, frame.spacing, w, 0, w, +1, frame.bits)),
-                    encode(num.axis(ci, frame.spacing, h, 0, h, -1, frame.bits)))
+            fmt = frame.precision
+            return (encode_exact(fmt, *exact_axis(cr, frame.spacing, w, +1, frame.bits)),
+                    encode_exact(fmt, *exact_axis(ci, frame.spacing, h, -1, frame.bits)))
         with self.counters.timing("prep"):
             return _recent(self._axes, frame.index, build)
 

@@ -53,7 +53,7 @@ from farm.plan import Plan
 from farm.spec import canonical_text
 
 FORMAT = "zoomfarm-store/6"  # bump when the layout changes: readers refuse others
-RUNS = 4096
+RUNS = 1024  # render and resume runs a store can record (the last row is reused after)
 # One row per render or resume: when it ran, and its timeline (farm/timeline.py).
 # Times are unix seconds; *_s fields are seconds of work (worker fields summed over
 # the run's workers).
