@@ -23,8 +23,8 @@ frame, kept for the last few).
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,18 +119,6 @@ def _scalar(fmt: str, value: object) -> np.generic:
     return np.ascontiguousarray(enc[0]).view(vector)[0]
 
 
-def _recent(cache: collections.OrderedDict, key: int, build: Callable[[], Any],
-            keep: int = 4) -> Any:
-    """cache[key], built on first use; only the ``keep`` most recently used entries stay."""
-    if key in cache:
-        cache.move_to_end(key)
-        return cache[key]
-    value = cache[key] = build()
-    while len(cache) > keep:
-        cache.popitem(last=False)
-    return value
-
-
 class TileRenderer:
     """Renders tiles of one plan on one device (one context, one in-order queue)."""
 
@@ -159,10 +147,11 @@ class TileRenderer:
             self.orbit = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                    hostbuf=orbit)
             self.orbit_len = len(orbit)
-        # per-frame state, kept for the last few frames (see _recent)
-        self._axes: collections.OrderedDict[int, tuple[np.ndarray, np.ndarray]] = (
+        # per-frame state (coordinate axes, or a perturbed frame's arguments), built on a
+        # thread of its own ahead of need (prepare), kept for the last few frames
+        self._prep = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="farm-prep")
+        self._states: collections.OrderedDict[int, concurrent.futures.Future] = (
             collections.OrderedDict())
-        self._perturbed: collections.OrderedDict[int, list] = collections.OrderedDict()
 
     def _new_slot(self) -> _Slot:
         mf, grid = cl.mem_flags, self.plan.grid
@@ -182,26 +171,43 @@ class TileRenderer:
                      cl.Buffer(self.ctx, mf.READ_ONLY, coord * grid.tile_h), outputs,
                      cl.Buffer(self.ctx, mf.READ_WRITE, 8 * self.plan.bins), staging, pinned)
 
-    # ----------------------------------------------------------------- coordinates
-    def axes(self, frame: FramePlan) -> tuple[np.ndarray, np.ndarray]:
-        """(xs, ys) of the whole frame in its format; the last few frames are kept."""
-        def build() -> tuple[np.ndarray, np.ndarray]:
-            spec = self.plan.spec
-            w, h = spec.size
-            cr, ci = spec.view.center
-            fmt = frame.precision
-            return (encode_exact(fmt, *exact_axis(cr, frame.spacing, w, +1, frame.bits)),
-                    encode_exact(fmt, *exact_axis(ci, frame.spacing, h, -1, frame.bits)))
+    # ----------------------------------------------------------------- per-frame state
+    def prepare(self, frame: FramePlan, keep: int = 8) -> concurrent.futures.Future:
+        """Start building the frame's state on the preparation thread (once); the worker
+        calls this for the frames of the tiles it has queued, so the host work of a new
+        frame overlaps the kernels of the one before. The ``keep`` most recent stay."""
+        future = self._states.get(frame.index)
+        if future is None:
+            future = self._states[frame.index] = self._prep.submit(self._build_state, frame)
+            while len(self._states) > keep:
+                self._states.popitem(last=False)
+        else:
+            self._states.move_to_end(frame.index)
+        return future
+
+    def _build_state(self, frame: FramePlan) -> Any:
         with self.counters.timing("prep"):
-            return _recent(self._axes, frame.index, build)
+            if frame.precision == "perturb":
+                return self._build_frame_args(frame)
+            return self._build_axes(frame)
+
+    def axes(self, frame: FramePlan) -> tuple[np.ndarray, np.ndarray]:
+        """(xs, ys) of the whole frame in a direct format."""
+        return self.prepare(frame).result()
+
+    def _build_axes(self, frame: FramePlan) -> tuple[np.ndarray, np.ndarray]:
+        spec = self.plan.spec
+        w, h = spec.size
+        cr, ci = spec.view.center
+        fmt = frame.precision
+        return (encode_exact(fmt, *exact_axis(cr, frame.spacing, w, +1, frame.bits)),
+                encode_exact(fmt, *exact_axis(ci, frame.spacing, h, -1, frame.bits)))
 
     def _frame_args(self, frame: FramePlan) -> list:
-        """The per-frame kernel arguments of a perturbed frame, kept for the last few
-        frames: the half pixel spacing (mantissa, exponent), the escape radius squared,
-        then the frame's BLA table (ab, r, offsets buffers, levels), levels 0 (no
-        skipping) when skipping is off."""
-        with self.counters.timing("prep"):
-            return _recent(self._perturbed, frame.index, lambda: self._build_frame_args(frame))
+        """The per-frame kernel arguments of a perturbed frame: the half pixel spacing
+        (mantissa, exponent), the escape radius squared, then the frame's BLA table (ab,
+        r, offsets buffers, levels), levels 0 (no skipping) when skipping is off."""
+        return self.prepare(frame).result()
 
     def _build_frame_args(self, frame: FramePlan) -> list:
         with num.workprec(frame.bits):

@@ -61,7 +61,12 @@ def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: Work
                     messages = link.receive(HEARTBEAT_S)
             if None in messages:
                 return
-            queued.extend(m for m in messages if m is not None)
+            new = [m for m in messages if m is not None]
+            queued.extend(new)
+            for task in new:  # per-frame host work starts now, beside the kernels in flight
+                renderer.prepare(plan.frames[task.frame])
+            if new and new[-1].frame + 1 < len(plan.frames):  # the next frame is likely ours too
+                renderer.prepare(plan.frames[new[-1].frame + 1])
 
             while queued and len(running) < pipeline:
                 task = queued.popleft()
