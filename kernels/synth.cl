@@ -6,8 +6,11 @@
  * and the numpy reference farm/synth/__init__.py, which this kernel is tested against:
  *   - pixel (i, j) is (u, v) = (i + 0.5 - W/2, -(j + 0.5 - H/2)) frame pixels from the
  *     centre; with rho = log2 |u + i v|: strip row y = y_off + P rho, strip column
- *     x = x_scale * (atan2(v, u) mod 2 pi) - 0.5 (wrapping); centre-image column
- *     cx = zoom u + Wc/2 - 0.5, row cy = -zoom v + Hc/2 - 0.5 (clamped at its edges);
+ *     x = A / (2 pi) * (atan2(v, u) mod 2 pi) - 0.5 (wrapping); x and rho are the same
+ *     for every frame, so the host computes them once per geometry (the `polar` table,
+ *     with the reference's own expressions: positions then agree bit for bit);
+ *     centre-image column cx = zoom u + Wc/2 - 0.5, row cy = -zoom v + Hc/2 - 0.5
+ *     (clamped at its edges);
  *   - strip weight t = clamp((rho + t_off) * inv_blend, 0, 1): 0 centre image only,
  *     1 strip only, between both with mu mixed as (1 - t) mu_centre + t mu_strip;
  *   - per source: a sample is exterior when 1 <= n <= max_iter; the nearest of the four
@@ -29,9 +32,9 @@
  *   strip_f   [ring * A] float   strip smooth offsets, same layout
  *   ring                 uint    rows the ring holds (>= 1)
  *   A                    uint    strip columns (angles)
+ *   polar     [W * H]    double2 (x, rho) of each output pixel, row-major
  *   y_off                double  (depth_k - l_base) P - 0.5: global strip row at rho = 0
  *   P                    double  rows per octave
- *   x_scale              double  A / (2 pi)
  *   row_lo, row_hi       int     global rows present in the ring, row_lo .. row_hi - 1;
  *                                positions outside are clamped into it
  *   centre_n  [Hc * Wc]  uint    centre-image counts, row-major, row 0 at the top
@@ -55,6 +58,8 @@
  * Work assignment: work-item g of G takes pixels g, g + G, ... (as mandel.cl).
  */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+/* y_off + P rho and the other position arithmetic round as numpy's does (no FMA) */
+#pragma OPENCL FP_CONTRACT OFF
 
 #ifndef LOCAL_BINS
 #define LOCAL_BINS 1024
@@ -69,7 +74,6 @@ typedef uint hist_t;
 inline void hist_add(__global hist_t *h, uint bin, uint v) { atomic_add(h + bin, v); }
 #endif
 
-#define TWO_PI 6.283185307179586
 /* farm/synth/__init__.py: SPREAD_SMOOTH, SPREAD_POINT (counts) */
 #define SPREAD_SMOOTH 1.0
 #define SPREAD_POINT 2.0
@@ -136,7 +140,7 @@ inline sample_t bilinear(__global const uint *n_buf, __global const float *f_buf
 }
 
 __kernel void synth(__global const uint *strip_n, __global const float *strip_f, const uint ring,
-                    const uint A, const double y_off, const double P, const double x_scale,
+                    const uint A, __global const double2 *polar, const double y_off, const double P,
                     const int row_lo, const int row_hi,
                     __global const uint *centre_n, __global const float *centre_f,
                     const uint Wc, const uint Hc, const double zoom, const double t_off,
@@ -159,14 +163,13 @@ __kernel void synth(__global const uint *strip_n, __global const float *strip_f,
         const uint j = p / W, i = p - j * W;
         const double u = (double)i + 0.5 - 0.5 * (double)W;
         const double v = -((double)j + 0.5 - 0.5 * (double)H);
-        const double rho = log2(hypot(u, v));
+        const double2 xr = polar[p];
+        const double rho = xr.y;
         const double t = clamp((rho + t_off) * inv_blend, 0.0, 1.0);
         sample_t s, c;
         s.exterior = c.exterior = 0;
         if (t > 0.0) { /* the strip */
-            double a = atan2(v, u);
-            a = a < 0.0 ? a + TWO_PI : a;
-            const double x = a * x_scale - 0.5, y = y_off + P * rho;
+            const double x = xr.x, y = y_off + P * rho;
             const double x0 = floor(x), y0 = floor(y);
             const int xi = (int)x0;
             const int yi = clamp((int)y0, row_lo, row_hi - 2);

@@ -235,8 +235,9 @@ def window_fetch(strip: Raster):
 
 def test_kernel_matches_the_numpy_reference(cl_device, zoom):
     """Consecutive frames through the ring of strip rows (each frame uploads only the
-    rows it adds), against synthesize_arrays: counts and histograms equal, offsets
-    within float32 rounding (log2/atan2 may differ in the last bits)."""
+    rows it adds), against synthesize_arrays: bit for bit (the host computes each
+    pixel's strip column and log radius once, the kernel does IEEE double arithmetic
+    without contraction, in the reference's order)."""
     from farm.compute.synth import FrameSynthesizer
 
     info, dev = cl_device
@@ -247,12 +248,8 @@ def test_kernel_matches_the_numpy_reference(cl_device, zoom):
     for k in list(range(0, g.frames, 7)) + [g.frames - 2, g.frames - 1]:
         uploaded.append(syn.ensure_rows(*g.frame_rows(k), window_fetch(zoom.strip)))
         got, want = syn.synthesize(k, zoom.max_iter), zoom.synth(k)
-        same = got["iterations"] == want["iterations"]
-        assert same.mean() > 0.9999, (k, same.mean())
-        close = np.abs(got["fraction"].astype(np.float64) - want["fraction"])[same]
-        assert close.max() < 1e-5, (k, close.max())
-        if same.all():
-            assert np.array_equal(got["histogram"], want["histogram"])
+        for name in ("iterations", "fraction", "histogram"):
+            assert np.array_equal(got[name], want[name]), (k, name)
     assert uploaded[0] == np.subtract(*g.frame_rows(0)[::-1])
     assert max(uploaded[1:]) < uploaded[0]  # later frames add rows, never reload the window
 
@@ -275,8 +272,8 @@ def test_kernel_distance_and_lower_limit(cl_device):
     for k, limit in ((0, 40), (30, 25), (60, 40)):
         syn.ensure_rows(*g.frame_rows(k), window_fetch(strip))
         got, want = syn.synthesize(k, limit), synthesize_arrays(g, k, strip, centre, limit)
-        same = got["iterations"] == want["iterations"]
-        assert same.mean() > 0.999
-        assert np.allclose(got["distance"][same], want["distance"][same], rtol=1e-4, atol=1e-6)
-        assert np.abs(got["fraction"][same] - want["fraction"][same]).max() < 1e-5
+        assert np.array_equal(got["iterations"], want["iterations"])
+        assert np.array_equal(got["fraction"], want["fraction"])
+        # exp2 of a strip row's spacing may differ in the last bit
+        assert np.allclose(got["distance"], want["distance"], rtol=1e-5, atol=1e-6)
         assert got["iterations"].max() <= limit

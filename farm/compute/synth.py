@@ -6,8 +6,11 @@ so moving from frame k to frame k+1 uploads only the rows frame k+1 reads that a
 not there yet (about ``P / frames-per-octave`` rows), never the whole window. A frame
 is then one kernel launch and the readback of its counts, offsets and histogram.
 
-The result equals the numpy reference :func:`farm.synth.synthesize_arrays` up to the
-last bits of ``log2`` and ``atan2`` (tests/test_expmap_synth.py).
+Each output pixel's place in the strip (its column and log radius) is the same for
+every frame up to a shift of rows, so the host computes it once, with the numpy
+reference's own expressions, and the kernel needs no transcendental function; the
+result equals :func:`farm.synth.synthesize_arrays` bit for bit on the devices tested
+(tests/test_expmap_synth.py).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from farm.compute import programs
 from farm.compute.device import DeviceInfo
 from farm.compute.render import LaunchConfig
 from farm.plan.expmap import ExpmapGeometry
-from farm.synth import Raster, frame_params
+from farm.synth import Raster, frame_params, pixel_offsets, strip_coordinates
 
 
 class FrameSynthesizer:
@@ -65,6 +68,10 @@ class FrameSynthesizer:
         if distance:
             self.out.append(buf(npix, 8, mf.WRITE_ONLY))
         self.hist = buf(bins, 8, mf.READ_WRITE)
+        u, v = pixel_offsets(geom.width, geom.height)
+        x, _, rho = strip_coordinates(geom, 0, u, v)  # frame-independent parts
+        polar = np.ascontiguousarray(np.stack([x, rho], axis=-1), dtype=np.float64)
+        self.polar = cl.Buffer(self.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=polar)
 
     # ------------------------------------------------------------------ data
     def _channels(self, raster: Raster) -> list[np.ndarray]:
@@ -141,8 +148,8 @@ class FrameSynthesizer:
         cl.enqueue_fill_buffer(q, self.hist, np.zeros(1, self.hist_dtype), 0,
                                (max_iter + 1) * np.dtype(self.hist_dtype).itemsize)
         wc, hc = geom.centre_size
-        args: list = [*self.strip[:2], np.uint32(self.ring), np.uint32(geom.angles),
-                      np.float64(fp.y_off), np.float64(fp.rows_per_octave), np.float64(fp.x_scale),
+        args: list = [*self.strip[:2], np.uint32(self.ring), np.uint32(geom.angles), self.polar,
+                      np.float64(fp.y_off), np.float64(fp.rows_per_octave),
                       np.int32(self.row_lo), np.int32(max(self.row_hi, self.row_lo + 2)),
                       *self.centre[:2], np.uint32(wc), np.uint32(hc), np.float64(fp.zoom),
                       np.float64(fp.t_off), np.float64(fp.inv_blend), np.uint32(w), np.uint32(h),
