@@ -105,8 +105,12 @@ def test_segments_partition_the_rows_and_frames_know_theirs():
     for k in range(g.frames):
         a, b = g.frame_rows(k)
         assert (k in readers) == (a < b and a < first + count and first < b)
-    # log radius grows by exactly one octave per segment
+    assert g.segment_frames(1) == readers
+    # log radius grows by exactly one octave per segment, and so does the spacing
     assert g.row_log2_radius(first) - g.row_log2_radius(0) == pytest.approx(1.0)
+    assert g.segment_spacing_log2(1) - g.segment_spacing_log2(0) == pytest.approx(1.0)
+    # strip samples at the inner edge are finer than the deepest frame's pixels
+    assert g.segment_spacing_log2(0) < 0
 
 
 def test_zoom_depths_and_plan_depths():

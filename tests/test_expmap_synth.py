@@ -277,3 +277,23 @@ def test_kernel_distance_and_lower_limit(cl_device):
         # exp2 of a strip row's spacing may differ in the last bit
         assert np.allclose(got["distance"], want["distance"], rtol=1e-5, atol=1e-6)
         assert got["iterations"].max() <= limit
+
+
+def test_reference_renderer_is_the_farm_f64_kernel(cl_device):
+    """The direct frames these tests compare with (expmap_reference, numpy float64)
+    are what the farm renders: counts and smooth offsets equal the f64 kernel's on all
+    but chaotic pixels (whose orbits part with a last-bit change of c: the farm rounds
+    c once from mpmath, the reference computes centre + spacing * offset)."""
+    from conftest import make_spec, render_frame
+
+    from farm.plan import make_plan
+
+    center, w0, _, max_iter = ZOOMS["spiral"]
+    plan = make_plan(make_spec(size=(160, 90), center=(repr(center.real), repr(center.imag)),
+                               width=(str(w0), str(w0)), max_iter=max_iter, tile=(64, 64),
+                               precision="f64"))
+    n_k, d_k = render_frame(cl_device, plan)
+    n_r, d_r = escape(frame_points(center, w0 / 160, 160, 90), max_iter)
+    same = n_k == n_r
+    assert same.mean() > 0.999
+    assert (np.abs(d_k.astype(np.float64) - d_r)[same] < 1e-4).mean() > 0.999

@@ -114,6 +114,17 @@ class ExpmapGeometry:
         first = j * self.rows_per_octave
         return first, min(self.rows_per_octave, self.rows - first)
 
+    def segment_frames(self, j: int) -> list[int]:
+        """Frames that read segment j: its rows' iteration limit must be the largest of
+        theirs (a frame with a lower limit counts later escapes as interior)."""
+        first, count = self.segment_rows(j)
+        return self.frames_reading(first, first + count)
+
+    def segment_spacing_log2(self, j: int) -> float:
+        """log2 of segment j's finest sample spacing (its inner row's) relative to s_min:
+        the spacing its number format must resolve."""
+        return self.row_spacing_log2(self.segment_rows(j)[0])
+
     def row_log2_radius(self, g: float) -> float:
         """``L`` of global row g's centre."""
         return self.l_base + (g + 0.5) / self.rows_per_octave
