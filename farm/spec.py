@@ -33,6 +33,7 @@ from farm.errors import SpecError
 PALETTES = tuple(STOPS)
 
 PRECISIONS = ("auto", "f64", "fp128", "quad-single", "perturb")
+METHODS = ("frames", "expmap")  # animation.method: every frame rendered, or exponential-map strips
 MAX_ITER_LIMIT = 10_000_000  # histogram rows are max_iter+1 int64 bins
 MAX_SIDE = 32768
 MAX_PIXELS = 1 << 28
@@ -56,6 +57,12 @@ class Image:
 class Animation:
     frames: int
     fps: int = 30
+    # "frames": every frame rendered; "expmap": exponential-map strips plus a centre
+    # image, every frame synthesised from them (farm/plan/expmap.py, farm/plan/units.py)
+    method: str = "frames"
+    # expmap: strip samples per output pixel at a frame's corners (angles A = oversample
+    # pi hypot(W, H), rounded up to a multiple of 16)
+    oversample: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -225,7 +232,12 @@ REQUIRED = object()
 SCHEMA: dict[str, dict[str, tuple[Callable[[Any, str], Any], Any]]] = {
     "view": {"center": (_center, REQUIRED), "width": (_widths, REQUIRED)},
     "image": {"size": (_size, REQUIRED)},
-    "animation": {"frames": (_int_in(1, 100_000), REQUIRED), "fps": (_int_in(1, 240), 30)},
+    "animation": {
+        "frames": (_int_in(1, 100_000), REQUIRED),
+        "fps": (_int_in(1, 240), 30),
+        "method": (_choice(METHODS), "frames"),
+        "oversample": (_float_in(0.5, 4.0), 1.0),
+    },
     "iterations": {
         "max": (_max_iter, "auto"),
         "escape_radius": (_float_in(*ESCAPE_RADIUS_RANGE), 2.0),
@@ -338,7 +350,8 @@ def canonical_text(spec: JobSpec) -> str:
 
 # Sections and keys that decide the stored pixels. Colour, output paths and fps may
 # change between runs of the same store; these may not.
-PIXEL_FIELDS = ("view", "image", "animation.frames", "iterations", "render")
+PIXEL_FIELDS = ("view", "image", "animation.frames", "animation.method", "animation.oversample",
+                "iterations", "render")
 
 
 def pixel_identity(spec: JobSpec) -> dict[str, Any]:

@@ -2,6 +2,14 @@
 
 The plan is a pure function of the spec; the master computes it once and hands it
 to every worker, so all ranks agree on every number.
+
+``Plan.frames`` are what the farm renders, tile by tile, and what the store's first
+axis holds. With ``[animation] method = "frames"`` they are the video frames. With
+``"expmap"`` they are render *units* (strip segments and centre-image pieces of an
+exponential map, :mod:`farm.plan.units`), each with its iteration limit, format and
+precision like a frame; ``Plan.video_frames`` are then the video frames, synthesised
+from the units (:mod:`farm.synth`), and ``Plan.layout`` says what every unit's tiles
+compute and which units each video frame reads.
 """
 
 from __future__ import annotations
@@ -15,9 +23,11 @@ from farm.errors import SpecError
 from farm.plan import precision
 from farm.plan.channels import BASE, Channel
 from farm.plan.tiles import Tile, TileGrid
+from farm.plan.units import ExpmapLayout
 from farm.spec import JobSpec, canonical_text, parse_text
 
-__all__ = ["Channel", "FramePlan", "Plan", "Tile", "TileGrid", "auto_max_iter", "make_plan"]
+__all__ = ["Channel", "ExpmapLayout", "FramePlan", "Plan", "Tile", "TileGrid", "auto_max_iter",
+           "make_plan"]
 
 
 def auto_max_iter(log10_zoom: float) -> int:
@@ -52,8 +62,54 @@ class FramePlan:
 @dataclass(frozen=True)
 class Plan:
     spec: JobSpec
-    frames: tuple[FramePlan, ...]
-    grid: TileGrid
+    frames: tuple[FramePlan, ...]  # what is rendered: video frames, or expmap units
+    grid: TileGrid  # tiles of one frame (or unit)
+    video: tuple[FramePlan, ...] = ()  # expmap: the video frames (synthesised)
+    layout: ExpmapLayout | None = None  # expmap: units, their tiles, what each frame reads
+
+    @property
+    def method(self) -> str:
+        return self.spec.animation.method
+
+    @property
+    def video_frames(self) -> tuple[FramePlan, ...]:
+        """The frames of the video (their widths, spacings and iteration limits)."""
+        return self.video if self.layout is not None else self.frames
+
+    def frames_ready(self, done: Any) -> Any:
+        """Video frames (int64 indices, ascending) whose data is complete, given ``done``
+        bool (len(frames),): which rendered frames (or expmap units) are complete, as
+        the store's ``frame_done``. For the frames method they are the same frames."""
+        import numpy as np
+
+        if self.layout is None:
+            return np.flatnonzero(np.asarray(done, dtype=bool))
+        return self.layout.frames_ready(done)
+
+    def unit_pixels(self, u: int) -> int:
+        """Pixels that rendering frame (or unit) u computes."""
+        if self.layout is None:
+            return self.grid.width * self.grid.height
+        return self.layout.unit_pixels(u)
+
+    @property
+    def pixels(self) -> int:
+        """Pixels the whole render computes."""
+        if self.layout is None:
+            return len(self.frames) * self.grid.width * self.grid.height
+        return sum(self.unit_pixels(u) for u in range(len(self.frames)))
+
+    @property
+    def frame_pixels(self) -> int:
+        """Pixels the frames method computes for the same zoom (F W H)."""
+        w, h = self.spec.size
+        return len(self.video_frames) * w * h
+
+    @property
+    def s_min(self) -> Any:
+        """The deepest video frame's pixel spacing (mpmath mpf): the unit of the
+        exponential map's radii."""
+        return min(self.video_frames, key=lambda f: f.width).spacing
 
     @property
     def bins(self) -> int:
@@ -94,8 +150,10 @@ class Plan:
 
     def work_bound(self) -> int:
         """Iterations if every pixel ran to its frame's max_iter (an upper bound)."""
-        w, h = self.spec.size
-        return sum(w * h * f.max_iter for f in self.frames)
+        if self.layout is None:
+            w, h = self.spec.size
+            return sum(w * h * f.max_iter for f in self.frames)
+        return sum(self.unit_pixels(u) * f.max_iter for u, f in enumerate(self.frames))
 
     def __reduce__(self):
         """Pickle as what the plan is a function of: the spec and each frame's choices.
@@ -103,11 +161,12 @@ class Plan:
         mpmath numbers do not survive pickling (unpickling rounds them to the receiving
         process's working precision, 53 bits), so MPI workers rebuild the frames."""
         stored = [(f.max_iter, f.precision) for f in self.frames]
-        return (_rebuild, (canonical_text(self.spec), stored))
+        video = [f.max_iter for f in self.video] if self.layout is not None else None
+        return (_rebuild, (canonical_text(self.spec), stored, video))
 
 
-def _rebuild(spec_text: str, stored: list[tuple[int, str]]) -> Plan:
-    return make_plan(parse_text(spec_text), stored=stored)
+def _rebuild(spec_text: str, stored: list[tuple[int, str]], video: list[int] | None = None) -> Plan:
+    return make_plan(parse_text(spec_text), stored=stored, stored_video=video)
 
 
 def _frame_precision(requested: str, k: int, log10_s: float) -> str:
@@ -130,13 +189,31 @@ def _frame_precision(requested: str, k: int, log10_s: float) -> str:
     return requested
 
 
-def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None) -> Plan:
-    """Frames with log-interpolated widths, their iteration limits and formats.
+def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None,
+              stored_video: Sequence[int] | None = None) -> Plan:
+    """Frames with log-interpolated widths, their iteration limits and formats (and,
+    for the expmap method, the units that render them: :mod:`farm.plan.units`).
 
-    ``stored`` gives (max_iter, precision) per frame as a store recorded them; they
-    are kept as they are, so a store resumes with the choices it was started with.
+    ``stored`` gives (max_iter, precision) per rendered frame (or unit) as a store
+    recorded them, ``stored_video`` the expmap video frames' max_iter; they are kept
+    as they are, so a store resumes with the choices it was started with.
     """
+    if spec.animation.method == "expmap":
+        from farm.plan.units import expmap_plan
+
+        frames = _frames(spec, None, stored_video)
+        return expmap_plan(spec, frames, stored)
+    frames = _frames(spec, stored, None)
     w_px, h_px = spec.size
+    tile = spec.render.tile
+    grid = TileGrid.auto(w_px, h_px) if tile == "auto" else TileGrid.fitted(w_px, h_px, *tile)
+    return Plan(spec, tuple(frames), grid)
+
+
+def _frames(spec: JobSpec, stored: Sequence[tuple[int, str]] | None,
+            stored_max_iter: Sequence[int] | None) -> list[FramePlan]:
+    """The video frames: widths, spacings, iteration limits and (direct-render) formats."""
+    w_px = spec.size[0]
     frames = []
     for k in range(spec.frames):
         width = num.frame_width(*spec.view.width, k, spec.frames)
@@ -146,13 +223,13 @@ def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None) ->
         if stored is not None:
             max_iter, fmt = stored[k]
         else:
-            if spec.iterations.max == "auto":
+            if stored_max_iter is not None:
+                max_iter = int(stored_max_iter[k])
+            elif spec.iterations.max == "auto":
                 max_iter = auto_max_iter(num.log10(4 / width))
             else:
                 max_iter = int(spec.iterations.max)
             fmt = _frame_precision(spec.render.precision, k, log10_s)
         frames.append(FramePlan(k, width, spacing, log10_s, max_iter, fmt,
                                 num.coordinate_bits(spacing)))
-    tile = spec.render.tile
-    grid = TileGrid.auto(w_px, h_px) if tile == "auto" else TileGrid.fitted(w_px, h_px, *tile)
-    return Plan(spec, tuple(frames), grid)
+    return frames

@@ -43,11 +43,12 @@ for the kernels are built from these numbers in :mod:`farm.numerics` (phase 2).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from farm.plan import Plan
+    from farm.plan import FramePlan, Plan
 
 COLUMN_ALIGN = 16  # A is a multiple of this (tile widths, vector loads)
 TWO_PI = 2.0 * math.pi
@@ -257,11 +258,16 @@ def zoom_depths(frames: int, log2_zoom: float) -> list[float]:
     return [octaves * (frames - 1 - k) / (frames - 1) for k in ks]
 
 
-def plan_depths(plan: Plan) -> list[float]:
-    """``depths`` of a plan's frames: ``log2(s_k / s_min)`` from their mpmath widths."""
+def frame_depths(frames: Sequence[FramePlan]) -> list[float]:
+    """``depths`` of frames: ``log2(s_k / s_min)`` from their mpmath widths."""
     import farm.numerics as num
 
-    w_min = min(f.width for f in plan.frames)
+    w_min = min(f.width for f in frames)
     with num.workprec(num.WIDTH_BITS):
         return [0.0 if f.width == w_min else num.log10(f.width / w_min) / math.log10(2.0)
-                for f in plan.frames]
+                for f in frames]
+
+
+def plan_depths(plan: Plan) -> list[float]:
+    """``depths`` of a plan's video frames."""
+    return frame_depths(plan.video_frames)
