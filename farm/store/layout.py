@@ -8,7 +8,7 @@ renamed into place, so it exists complete or not at all.
 
 Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
 
-    /                       attrs: spec (canonical TOML), format, created
+    /                       attrs: spec (canonical TOML), format, created, method
     iterations  uint32 (F, H, W)  escape counts; chunk = one tile (1, th, tw)
     fraction    float32 (F, H, W) smooth offset d: continuous count n + d
     (further per-pixel channels the plan asks for, farm/plan/channels.py, chunked alike)
@@ -37,11 +37,27 @@ Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
 
 Chunks of edge tiles are full-sized; the part outside the image is zero. Storage
 that was never written reads as zero (a new file's unwritten ranges are holes).
+
+The expmap method (``method`` attribute ``"expmap"``, farm/plan/units.py) stores render
+units instead of frames: the first axis of every dataset above is the unit (U units
+of ``P x A`` pixels: H = P rows per octave, W = A angles), ``frame_done`` says which
+units are complete, ``histogram`` counts a unit's stored pixels (filler included) and
+``frames/width`` is the diameter of the disc a unit covers. Besides::
+
+    units/kind      S8 (U,)     segment | centre
+    units/number    int64 (U,)  segment j (0: innermost octave) or centre unit c
+    video/width     S40 (F,)    each video frame's width (25 digits)
+    video/max_iter  int64 (F,)  its iteration limit (synthesis counts later escapes
+                                as interior)
+
+with the attribute ``expmap`` (JSON: angles, rows per octave, strip rows, centre
+size, ...; informational, the plan recomputes it from the spec).
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import os
 from pathlib import Path
 
@@ -52,7 +68,7 @@ import farm.numerics as num
 from farm.plan import Plan
 from farm.spec import canonical_text
 
-FORMAT = "zoomfarm-store/6"  # bump when the layout changes: readers refuse others
+FORMAT = "zoomfarm-store/7"  # bump when the layout changes: readers refuse others
 RUNS = 1024  # render and resume runs a store can record (the last row is reused after)
 # One row per render or resume: when it ran, and its timeline (farm/timeline.py).
 # Times are unix seconds; *_s fields are seconds of work (worker fields summed over
@@ -95,7 +111,7 @@ def create(path: str | os.PathLike[str], plan: Plan, orbit: np.ndarray | None = 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     spec = plan.spec
-    w, h = spec.size
+    w, h = plan.grid.width, plan.grid.height  # a frame, or an expmap unit
     tw, th = plan.grid.tile_w, plan.grid.tile_h
     f_count, t_count = len(plan.frames), plan.grid.count
     try:
@@ -103,6 +119,7 @@ def create(path: str | os.PathLike[str], plan: Plan, orbit: np.ndarray | None = 
             f.attrs["spec"] = canonical_text(spec)
             f.attrs["format"] = FORMAT
             f.attrs["created"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+            f.attrs["method"] = plan.method
             for c in plan.channels:  # iterations, fraction, then any others
                 shape = (f_count, *c.shape(h, w))
                 _fixed(f, c.name, shape, c.dtype, chunks=(1, *c.shape(th, tw)))
@@ -115,6 +132,8 @@ def create(path: str | os.PathLike[str], plan: Plan, orbit: np.ndarray | None = 
             f["frames/width"] = np.array([_width_text(fr.width) for fr in plan.frames], "S40")
             f["frames/max_iter"] = np.array([fr.max_iter for fr in plan.frames], "<i8")
             f["frames/precision"] = np.array([fr.precision for fr in plan.frames], "S16")
+            if plan.layout is not None:
+                _expmap_datasets(f, plan)
             needs = plan.reference_needs()
             if needs is not None:
                 if orbit is None:
@@ -131,6 +150,22 @@ def create(path: str | os.PathLike[str], plan: Plan, orbit: np.ndarray | None = 
             tmp.unlink()
 
 
+def _expmap_datasets(f: h5py.File, plan: Plan) -> None:
+    """The expmap store's unit and video-frame tables, and its geometry attribute."""
+    layout = plan.layout
+    assert layout is not None
+    geom = layout.geom
+    f["units/kind"] = np.array([u.kind for u in layout.units], "S8")
+    f["units/number"] = np.array([u.number for u in layout.units], "<i8")
+    f["video/width"] = np.array([_width_text(fr.width) for fr in plan.video], "S40")
+    f["video/max_iter"] = np.array([fr.max_iter for fr in plan.video], "<i8")
+    f.attrs["expmap"] = json.dumps({
+        "angles": geom.angles, "rows_per_octave": geom.rows_per_octave, "rows": geom.rows,
+        "segments": geom.segments, "l_base": geom.l_base, "centre_size": list(geom.centre_size),
+        "centre_oversample": geom.centre_oversample, "oversample": geom.oversample,
+        "blend": geom.blend, "zoom_in": layout.zoom_in, "centre_pieces": len(layout.pieces)})
+
+
 def store_bytes(plan: Plan, orbit_length: int | None = None) -> int:
     """Bytes the store takes once every tile is written: the pixel channels in full
     chunks (edge tiles padded), the per-frame histograms and bookkeeping, the reference
@@ -143,6 +178,8 @@ def store_bytes(plan: Plan, orbit_length: int | None = None) -> int:
     per_tile = 1 + sum(np.dtype(d).itemsize for d in TILE_META.values())  # done + tiles/*
     total += f_count * grid.count * per_tile
     total += f_count * (40 + 8 + 16)  # frames/width, max_iter, precision
+    if plan.layout is not None:
+        total += f_count * (8 + 8) + len(plan.video) * (40 + 8)  # units/*, video/*
     needs = plan.reference_needs()
     if needs is not None:
         total += 16 * (orbit_length or needs[1] + 1)
