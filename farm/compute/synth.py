@@ -21,10 +21,12 @@ import numpy as np
 import pyopencl as cl
 
 from farm.compute import programs
-from farm.compute.device import DeviceInfo
+from farm.compute.device import DeviceInfo, candidates
 from farm.compute.render import LaunchConfig
+from farm.errors import FarmError
 from farm.plan.expmap import ExpmapGeometry
 from farm.synth import Raster, frame_params, pixel_offsets, strip_coordinates
+from farm.synth.engine import RowWindow, ring_rows
 
 
 class FrameSynthesizer:
@@ -49,9 +51,8 @@ class FrameSynthesizer:
         if distance:
             options += ("-DWITH_DISTANCE",)
         self.kernel = cl.Kernel(programs.build(self.ctx, ("synth.cl",), options), "synth")
-        spans = [b - a for a, b in map(geom.frame_rows, range(geom.frames))]
-        self.ring = max(2, ring or max(spans, default=0))
-        self.row_lo = self.row_hi = 0  # resident global rows
+        self.window = RowWindow(max(2, ring or ring_rows(geom)))
+        self.ring = self.window.ring
         mf = cl.mem_flags
         a, (wc, hc) = geom.angles, geom.centre_size
         npix = geom.width * geom.height
@@ -73,6 +74,14 @@ class FrameSynthesizer:
         polar = np.ascontiguousarray(np.stack([x, rho], axis=-1), dtype=np.float64)
         self.polar = cl.Buffer(self.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=polar)
 
+    @property
+    def row_lo(self) -> int:
+        return self.window.row_lo
+
+    @property
+    def row_hi(self) -> int:
+        return self.window.row_hi
+
     # ------------------------------------------------------------------ data
     def _channels(self, raster: Raster) -> list[np.ndarray]:
         chans = [np.ascontiguousarray(raster.iterations, np.uint32),
@@ -91,11 +100,8 @@ class FrameSynthesizer:
             cl.enqueue_copy(self.queue, dst, src)
 
     def load_rows(self, rows: Raster) -> None:
-        """Put global strip rows ``rows.first_row ..`` (at most ``ring``) into the ring.
-
-        The resident rows are one interval: rows that join the interval extend it, and
-        when it outgrows the ring the rows farthest from the new ones go; rows that do
-        not join it replace it."""
+        """Put global strip rows ``rows.first_row ..`` (at most ``ring``) into the ring
+        (:class:`farm.synth.engine.RowWindow` keeps track of which rows are there)."""
         first, count = rows.first_row, rows.shape[0]
         if count > self.ring:
             raise ValueError(f"{count} rows do not fit a ring of {self.ring}")
@@ -108,29 +114,15 @@ class FrameSynthesizer:
                 n = min(count - done, self.ring - slot)
                 cl.enqueue_copy(self.queue, dst, src[done:done + n], dst_offset=slot * item)
                 done += n
-        stop = first + count
-        lo, hi = self.row_lo, self.row_hi
-        if lo < hi and first <= hi and stop >= lo:  # joins the interval
-            lo, hi = min(lo, first), max(hi, stop)
-            if hi - lo > self.ring:
-                lo, hi = (hi - self.ring, hi) if stop == hi else (lo, lo + self.ring)
-        else:
-            lo, hi = first, stop
-        self.row_lo, self.row_hi = lo, hi
+        self.window.loaded(first, first + count)
 
     def ensure_rows(self, first: int, stop: int, fetch: Callable[[int, int], Raster]) -> int:
         """Make global rows ``first .. stop-1`` resident, fetching only the missing ones
         (``fetch(a, b)`` returns a Raster of rows a..b-1). Returns the rows uploaded."""
-        if stop - first > self.ring:
-            raise ValueError(f"rows {first}..{stop - 1} exceed the ring of {self.ring}")
-        lo, hi = self.row_lo, self.row_hi
-        if lo < hi and first < hi and stop > lo:
-            missing = [(a, b) for a, b in ((first, lo), (hi, stop)) if a < b]
-        else:
-            missing = [(first, stop)] if first < stop else []
-        for a, b in missing:
+        spans = self.window.missing(first, stop)
+        for a, b in spans:
             self.load_rows(fetch(a, b))
-        return sum(b - a for a, b in missing)
+        return sum(b - a for a, b in spans)
 
     # ------------------------------------------------------------------ frames
     def synthesize(self, k: int, max_iter: int) -> dict[str, np.ndarray]:
@@ -174,3 +166,17 @@ class FrameSynthesizer:
             cl.enqueue_copy(q, de, self.out[2])
             out["distance"] = de
         return out
+
+
+def device_synthesizer(geom: ExpmapGeometry, bins: int, gpu_only: bool = True,
+                       ring: int | None = None) -> FrameSynthesizer | None:
+    """A synthesizer on the best OpenCL device (with ``gpu_only``, only a GPU), or None
+    when there is none."""
+    try:
+        devices = candidates("gpu" if gpu_only else "auto")
+    except FarmError:
+        return None
+    for info, device in devices:
+        if info.fp64 and (info.kind == "GPU" or not gpu_only):
+            return FrameSynthesizer(device, info, geom, bins, ring)
+    return None

@@ -59,12 +59,16 @@ class Raster:
     """Raw data of a strip window or of the centre image, ``(rows, columns)`` row-major.
 
     ``first_row``: the global strip row of row 0 (0 for the centre image).
-    ``distance``: complex64 in this raster's own sample spacing, or None."""
+    ``distance``: complex64 in this raster's own sample spacing, or None.
+    ``stop_row``: None, or the raster is a ring holding global strip rows
+    ``first_row .. stop_row - 1``, row g at ``g % R`` (the host engine's window,
+    :mod:`farm.synth.engine`)."""
 
     iterations: np.ndarray  # uint32 (R, C): escape count, 0 interior
     fraction: np.ndarray  # float32 (R, C): smooth offset d
     first_row: int = 0
     distance: np.ndarray | None = None  # complex64 (R, C)
+    stop_row: int | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -102,11 +106,14 @@ def bilinear(src: Raster, x: np.ndarray, y: np.ndarray, wrap: bool, max_iter: in
     fx, fy = x - x0, y - y0
     xi, yi = x0.astype(np.int64), y0.astype(np.int64) - src.first_row
     if wrap:
-        if yi.size and (yi.min() < 0 or yi.max() + 1 > rows - 1):
+        last = (rows if src.stop_row is None else src.stop_row - src.first_row) - 1
+        if yi.size and (yi.min() < 0 or yi.max() + 1 > last):
             raise ValueError(f"strip rows {yi.min() + src.first_row}..{yi.max() + 1 + src.first_row}"
-                             f" needed, rows {src.first_row}..{src.first_row + rows - 1} given")
+                             f" needed, rows {src.first_row}..{src.first_row + last} given")
         xa, xb = xi % cols, (xi + 1) % cols
         ya, yb = yi, yi + 1
+        if src.stop_row is not None:  # a ring: global row g at g % rows
+            ya, yb = (yi + src.first_row) % rows, (yi + 1 + src.first_row) % rows
     else:
         xa, xb = np.clip(xi, 0, cols - 1), np.clip(xi + 1, 0, cols - 1)
         ya, yb = np.clip(yi, 0, rows - 1), np.clip(yi + 1, 0, rows - 1)
