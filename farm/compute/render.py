@@ -18,12 +18,21 @@ instead get the reference orbit (uploaded once per renderer), the half pixel
 spacing as mantissa and exponent (the kernel forms each pixel's offset itself), and
 the frame's table for skipping iterations (farm/numerics/bla.py; built once per
 frame, kept for the last few).
+
+Expmap units (farm/plan/units.py): a tile slot computes its region, at the slot's
+top-left, and the rest of the slot is filler (count 0, offset 0; counted in the
+tile's histogram as count 0, as the stored bytes say). A strip region is a *polar
+tile*: perturbation with each pixel's offset from the zoom centre given per tile as
+row radii (mantissas sharing one exponent, so floatexp reaches any depth) and column
+(cos, sin) (kernels/perturb.cl built with -DPOLAR); a centre-image region is a flat
+tile of the centre image, in its format. An empty slot launches no kernel.
 """
 
 from __future__ import annotations
 
 import collections
 import concurrent.futures
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +49,8 @@ from farm.numerics.axes import encode_exact, exact_axis
 from farm.numerics.bla import bla_table
 from farm.numerics.encode import ENCODERS
 from farm.plan import FramePlan, Plan, Tile, precision
+from farm.plan.expmap import TWO_PI
+from farm.plan.units import CENTRE, EMPTY, STRIP, Region, scaled
 from farm.timeline import Counters
 
 
@@ -104,10 +115,11 @@ class _Slot:
 class _Launch:
     frame: FramePlan
     tile: Tile
-    kernel_event: cl.Event
+    kernel_event: cl.Event | None  # None: an empty slot, nothing computed
     readbacks: list[cl.Event]
     slot: _Slot
     uploads: tuple[np.ndarray, ...]  # kept alive until the non-blocking uploads are done
+    region: Region  # what the kernel computed, at the tile's top-left
 
 
 def _scalar(fmt: str, value: object) -> np.generic:
@@ -187,17 +199,33 @@ class TileRenderer:
 
     def _build_state(self, frame: FramePlan) -> Any:
         with self.counters.timing("prep"):
+            if self.plan.layout is not None:
+                return self._build_unit_state(frame)
             if frame.precision == "perturb":
                 return self._build_frame_args(frame)
             return self._build_axes(frame)
+
+    def _build_unit_state(self, unit: FramePlan) -> Any:
+        """An expmap unit's state: a segment's skip tables (its |dc| reaches its outer
+        radius), or the centre image's perturbation arguments or coordinate axes."""
+        layout = self.plan.layout
+        assert layout is not None
+        dc_max = num.float_at_least(scaled(self.plan.s_min, layout.radius_log2(unit.index)))
+        if layout.units[unit.index].kind != CENTRE:
+            return self._build_frame_args(unit, dc_max)[2:]  # no pixel spacing
+        if unit.precision == "perturb":
+            return self._build_frame_args(unit, dc_max)
+        wc, hc = layout.geom.centre_size
+        return self._build_axes(unit, (wc, hc))
 
     def axes(self, frame: FramePlan) -> tuple[np.ndarray, np.ndarray]:
         """(xs, ys) of the whole frame in a direct format."""
         return self.prepare(frame).result()
 
-    def _build_axes(self, frame: FramePlan) -> tuple[np.ndarray, np.ndarray]:
+    def _build_axes(self, frame: FramePlan,
+                    size: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         spec = self.plan.spec
-        w, h = spec.size
+        w, h = size or spec.size
         cr, ci = spec.view.center
         fmt = frame.precision
         return (encode_exact(fmt, *exact_axis(cr, frame.spacing, w, +1, frame.bits)),
@@ -209,15 +237,16 @@ class TileRenderer:
         r, offsets buffers, levels), levels 0 (no skipping) when skipping is off."""
         return self.prepare(frame).result()
 
-    def _build_frame_args(self, frame: FramePlan) -> list:
+    def _build_frame_args(self, frame: FramePlan, dc_max: float | None = None) -> list:
         with num.workprec(frame.bits):
             h_m, h_e = num.frexp(frame.spacing / 2)
         levels = 0
         ab, r, off = np.zeros((1, 4)), np.zeros(1), np.zeros(2, dtype=np.uint32)
         if self.skipping and self._reference is not None:
-            w, h = self.plan.spec.size
-            with num.workprec(frame.bits):  # |dc| <= half spacing x diagonal in pixels
-                dc_max = num.float_at_least(frame.spacing / 2 * mpmath.hypot(w, h))
+            if dc_max is None:
+                w, h = self.plan.spec.size
+                with num.workprec(frame.bits):  # |dc| <= half spacing x diagonal in pixels
+                    dc_max = num.float_at_least(frame.spacing / 2 * mpmath.hypot(w, h))
             ab, r, off = bla_table(self._reference, dc_max)
             levels = len(off) - 1
             if levels == 0:
@@ -230,11 +259,18 @@ class TileRenderer:
                 np.uint32(levels)]
 
     # ----------------------------------------------------------------- launches
+    def _polar(self, frame: FramePlan) -> bool:
+        """Whether ``frame`` is an expmap strip segment (polar tiles)."""
+        layout = self.plan.layout
+        return layout is not None and layout.units[frame.index].kind != CENTRE
+
     def _kernel(self, frame: FramePlan) -> cl.Kernel:
         fmt = frame.precision
         extra: tuple[str, ...] = ()
         if fmt == "perturb" and frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10:
             extra = ("-DPERTURB_FX",)
+        if self._polar(frame):
+            extra += ("-DPOLAR",)
         key = fmt + "".join(extra)
         if key not in self._kernels:
             with self.counters.timing("build"):
@@ -243,21 +279,46 @@ class TileRenderer:
                 self._kernels[key] = cl.Kernel(prg, "mandel")
         return self._kernels[key]
 
-    def _format_args(self, frame: FramePlan, tile: Tile, slot: _Slot) -> tuple[list, list, tuple]:
-        """(leading kernel arguments, upload events, host arrays to keep) of a launch."""
+    def region(self, frame: FramePlan, tile: Tile) -> Region:
+        """What the kernel computes of ``tile``: all of it, or an expmap unit's region."""
+        if self.plan.layout is None:
+            return Region("tile", tile.width, tile.height, tile.x0, tile.y0)
+        return self.plan.layout.region(frame.index, tile.index)
+
+    def _format_args(self, frame: FramePlan, region: Region, slot: _Slot) -> tuple[list, list, tuple]:
+        """(leading kernel arguments, upload events, host arrays to keep) of a launch
+        that computes ``region`` (a frame's tile, or an expmap unit's region)."""
+        if self.plan.layout is not None and region.kind == STRIP:
+            return self._polar_args(frame, region, slot)
+        size = self.plan.spec.size
+        if region.kind == CENTRE:
+            size = self.plan.layout.geom.centre_size  # type: ignore[union-attr]
         if frame.precision == "perturb":
             if self.orbit is None:
                 raise RuntimeError("a perturbed frame needs the reference orbit")
-            w, h = self.plan.spec.size
-            args = [self.orbit, np.uint32(self.orbit_len), np.int32(2 * tile.x0 + 1 - w),
-                    np.int32(2 * tile.y0 + 1 - h), *self._frame_args(frame)]
+            w, h = size
+            args = [self.orbit, np.uint32(self.orbit_len), np.int32(2 * region.x0 + 1 - w),
+                    np.int32(2 * region.y0 + 1 - h), *self._frame_args(frame)]
             return args, [], ()
         xs, ys = self.axes(frame)
-        xs_t = np.ascontiguousarray(xs[tile.x0:tile.x0 + tile.width])
-        ys_t = np.ascontiguousarray(ys[tile.y0:tile.y0 + tile.height])
+        xs_t = np.ascontiguousarray(xs[region.x0:region.x0 + region.width])
+        ys_t = np.ascontiguousarray(ys[region.y0:region.y0 + region.height])
         uploads = [cl.enqueue_copy(self.queue, slot.xs, xs_t, is_blocking=False),
                    cl.enqueue_copy(self.queue, slot.ys, ys_t, is_blocking=False)]
         return [slot.xs, slot.ys, self._r2_args[frame.precision]], uploads, (xs_t, ys_t)
+
+    def _polar_args(self, frame: FramePlan, region: Region, slot: _Slot) -> tuple[list, list, tuple]:
+        """A polar tile's arguments (kernels/perturb.cl with -DPOLAR): row radii
+        mantissas and their exponent, column (cos, sin), then the unit's r2 and skip
+        tables."""
+        if self.orbit is None:
+            raise RuntimeError("a polar tile needs the reference orbit")
+        rho_m, rho_e, cis = polar_offsets(self.plan, region)
+        uploads = [cl.enqueue_copy(self.queue, slot.ys, rho_m, is_blocking=False),
+                   cl.enqueue_copy(self.queue, slot.xs, cis, is_blocking=False)]
+        args = [self.orbit, np.uint32(self.orbit_len), slot.ys, np.int32(rho_e), slot.xs,
+                *self._frame_args(frame)]
+        return args, uploads, (rho_m, cis)
 
     def launch(self, frame: FramePlan, tile: Tile) -> _Launch:
         slot = next((s for s in self._slots if not s.busy), None)
@@ -265,16 +326,19 @@ class TileRenderer:
             raise RuntimeError(f"more than {len(self._slots)} launches in flight")
         slot.busy = True
         try:
-            npix = tile.pixels
+            region = self.region(frame, tile)
             q = self.queue
+            if region.kind == EMPTY:  # filler only: nothing to compute
+                return _Launch(frame, tile, None, [cl.enqueue_marker(q)], slot, (), region)
+            npix = region.pixels
             hist_bytes = frame.bins * np.dtype(self.hist_dtype).itemsize
-            args, uploads, keep = self._format_args(frame, tile, slot)
+            args, uploads, keep = self._format_args(frame, region, slot)
             uploads.append(cl.enqueue_fill_buffer(q, slot.hist, np.zeros(1, self.hist_dtype), 0, hist_bytes))
 
             local = self.config.local_size
             cap = self.config.groups_per_unit * self.info.compute_units * local
             global_size = min(-(-npix // local) * local, cap)
-            kev = self._kernel(frame)(q, (global_size,), (local,), *args, np.uint32(tile.width),
+            kev = self._kernel(frame)(q, (global_size,), (local,), *args, np.uint32(region.width),
                                       np.uint32(npix), np.uint32(frame.max_iter),
                                       *slot.outputs, slot.hist, wait_for=uploads)
             readbacks = [cl.enqueue_copy(q, stage[:npix * c.depth], buf, is_blocking=False)
@@ -283,7 +347,7 @@ class TileRenderer:
             readbacks.append(cl.enqueue_copy(q, slot.staging[-1][:frame.bins], slot.hist,
                                              is_blocking=False))
             q.flush()
-            return _Launch(frame, tile, kev, readbacks, slot, keep)
+            return _Launch(frame, tile, kev, readbacks, slot, keep, region)
         except BaseException:  # nothing was launched: the slot is free again
             slot.busy = False
             raise
@@ -294,26 +358,61 @@ class TileRenderer:
         return all(e.command_execution_status == complete for e in launch.readbacks)
 
     def finish(self, launch: _Launch) -> TileResult:
-        """Wait for the readbacks, copy the tile out of the staging arrays, free the slot."""
-        slot, tile, npix = launch.slot, launch.tile, launch.tile.pixels
+        """Wait for the readbacks, copy the tile out of the staging arrays, free the slot.
+
+        A region smaller than the tile is placed at its top-left and the rest filled
+        with zeros, which the tile's histogram counts as count 0."""
+        slot, tile, region = launch.slot, launch.tile, launch.region
+        npix = region.pixels
         try:
             cl.wait_for_events(launch.readbacks)
         except BaseException:
             slot.busy = False
             raise
-        arrays = {c.name: stage[:npix * c.depth].reshape(c.shape(tile.height, tile.width)).copy()
-                  for c, stage in zip(self.plan.channels, slot.staging, strict=False)}
-        hist = slot.staging[-1][:launch.frame.bins]
+        arrays = {}
+        for c, stage in zip(self.plan.channels, slot.staging, strict=False):
+            block = stage[:npix * c.depth].reshape(c.shape(region.height, region.width))
+            if (region.height, region.width) == (tile.height, tile.width):
+                arrays[c.name] = block.copy()
+            else:
+                arrays[c.name] = np.zeros(c.shape(tile.height, tile.width), c.dtype)
+                arrays[c.name][:region.height, :region.width] = block
+        hist = np.zeros(launch.frame.bins, np.int64)
+        if launch.kernel_event is not None:
+            hist[:] = slot.staging[-1][:launch.frame.bins]
+        hist[0] += tile.pixels - npix
         bins = np.flatnonzero(hist)
-        counts = hist[bins].astype(np.int64)
+        counts = hist[bins]
         slot.busy = False
         kev = launch.kernel_event
-        seconds = (kev.profile.end - kev.profile.start) * 1e-9
+        seconds = 0.0 if kev is None else (kev.profile.end - kev.profile.start) * 1e-9
         return TileResult(launch.frame.index, tile.index, arrays, bins.astype(np.int64), counts,
                           seconds, self.counters.values())
 
     def render(self, frame: FramePlan, tile: Tile) -> TileResult:
         return self.finish(self.launch(frame, tile))
+
+
+def polar_offsets(plan: Plan, region: Region) -> tuple[np.ndarray, int, np.ndarray]:
+    """A polar tile's pixel offsets from the zoom centre (kernels/perturb.cl, -DPOLAR):
+    pixel (col, row) of ``region`` is strip sample (g, i) = (y0 + row, x0 + col) at
+    ``dc = s_min 2**L_g (cos theta_i + i sin theta_i)`` (farm/plan/expmap.py) =
+    ``rho_m[row] 2**rho_e (cis[col, 0] + i cis[col, 1])``.
+
+    Returns ``rho_m`` float64 (height,) in [0.5, 4), ``rho_e`` the shared exponent
+    (any size: below 2**-1022 the kernel forms dc in floatexp), ``cis`` float64
+    (width, 2). L_g is computed with the geometry's own expression (so the samples sit
+    where the synthesis reads them); s_min's mantissa is rounded once to a double."""
+    assert plan.layout is not None
+    geom = plan.layout.geom
+    m, e = num.frexp(plan.s_min)
+    g = np.arange(region.y0, region.y0 + region.height, dtype=np.float64)
+    big_l = geom.l_base + (g + 0.5) / geom.rows_per_octave
+    whole = math.floor(big_l[0])
+    rho_m = np.ascontiguousarray(m * np.exp2(big_l - whole))
+    theta = TWO_PI * (np.arange(region.x0, region.x0 + region.width, dtype=np.float64) + 0.5) / geom.angles
+    cis = np.ascontiguousarray(np.stack([np.cos(theta), np.sin(theta)], axis=1))
+    return rho_m, e + whole, cis
 
 
 def wait_any(launch: _Launch, poll: float = 0.0002, deadline: float | None = None) -> bool:
