@@ -13,6 +13,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+import numpy as np
+
 from farm import __version__
 from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE, FarmError, UsageError
 
@@ -86,6 +88,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--video", required=True, metavar="P")
     p.add_argument("--fps", type=int, help="frames per second (default: animation.fps)")
     p.add_argument("--crf", type=int, help="x264 quality, 0-51, lower is better (default: output.crf)")
+
+    p = sub.add_parser("export", help="write an expmap store's strips as OpenEXR files for zoomasm",
+                       description="Write the exponential-map strip of a finished expmap store as "
+                       "OpenEXR files in the layout zoomasm reads: one file per octave, "
+                       "STEM.00000000.exr the deepest, channels N and NF (and DEX, DEY when the "
+                       "store has a distance estimate). Octaves inside the strip's inner edge are "
+                       "resampled from the centre image. Needs the OpenEXR package "
+                       "(pip install 'zoomfarm[exr]').")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--stem", default="expmap", help="file name stem (default: expmap)")
+    p.add_argument("--inner-octaves", type=int, metavar="N",
+                   help="octaves below the strip from the centre image (default: down to one "
+                   "pixel of the deepest frame)")
 
     p = sub.add_parser("validate", help="check a job spec and print its plan",
                        description="Check JOB and print its plan: frames, formats, iteration "
@@ -223,6 +239,36 @@ def cmd_encode(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from farm import spec as specmod
+    from farm.store.reader import Store
+    from farm.synth.exr import openexr, write_segments
+
+    if not args.stem or "/" in args.stem:
+        raise UsageError(f"--stem: {args.stem!r} must be a file name without '/'")
+    if args.inner_octaves is not None and not 0 <= args.inner_octaves <= 4096:
+        raise UsageError(f"--inner-octaves: {args.inner_octaves} is out of range: 0 to 4096")
+    openexr()  # the binding is there before anything is read or written
+    with Store(args.store) as store:
+        if not store.expmap:
+            raise UsageError(f"store {args.store}: method {store.method!r}; export needs an "
+                             "expmap store ([animation] method = \"expmap\")")
+        missing = np.flatnonzero(~store.unit_done())
+        if len(missing):
+            raise UsageError(f"store {args.store}: {len(missing)} unit(s) not rendered yet "
+                             f"(first: {missing[0]}); run `farm resume {args.store}`")
+        specmod.check_directory(args.out, "--out")
+        plan = store.plan()
+        assert plan.layout is not None
+        centre = store.centre_image() if plan.layout.centre_units else None
+        paths = write_segments(plan.layout.geom, store.strip_rows, centre, plan.bins - 1, args.out,
+                               stem=args.stem, inner_octaves=args.inner_octaves,
+                               metadata={"spec": store.spec_text})
+    print(f"farm: wrote {len(paths)} OpenEXR file(s) to {args.out} ({args.stem}.00000000.exr is "
+          "the deepest octave)", file=sys.stderr)
+    return 0
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from farm.report import devices_text
 
@@ -251,4 +297,5 @@ def cmd_bench(args: argparse.Namespace) -> int:
 COMMANDS = {
     "render": cmd_render, "resume": cmd_resume, "status": cmd_status, "frames": cmd_frames,
     "encode": cmd_encode, "validate": cmd_validate, "devices": cmd_devices, "bench": cmd_bench,
+    "export": cmd_export,
 }

@@ -27,10 +27,9 @@ def _count(n: float) -> str:
 
 
 def _work_by_format(plan: Plan) -> dict[str, int]:
-    w, h = plan.spec.size
     out: dict[str, int] = {}
-    for f in plan.frames:
-        out[f.precision] = out.get(f.precision, 0) + w * h * f.max_iter
+    for u, f in enumerate(plan.frames):
+        out[f.precision] = out.get(f.precision, 0) + plan.unit_pixels(u) * f.max_iter
     return out
 
 
@@ -66,25 +65,45 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.3g} h"
 
 
+def _method_lines(plan: Plan) -> list[str]:
+    """expmap: the units, the strip's sharpness, and pixels against the frames method."""
+    layout = plan.layout
+    if layout is None:
+        return [f"pixels     {_count(plan.pixels)} in all"]
+    g = layout.geom
+    edges = ", ".join(f"{k} {v:.2f}" for k, v in g.edge_samples().items())
+    return [
+        f"method     expmap: strip of {g.angles} angles x {g.rows} rows ({g.segments} octave "
+        f"segment(s) of {g.rows_per_octave} rows), centre image {g.centre_size[0]}x{g.centre_size[1]} "
+        f"in {len(layout.pieces)} piece(s); {layout.count} units of {g.angles}x{g.rows_per_octave}",
+        f"sharpness  strip samples per output pixel: {edges}; centre image "
+        f"{g.centre_oversample} per pixel of the deepest frame",
+        f"pixels     {_count(plan.pixels)} computed (expmap) against {_count(plan.frame_pixels)} "
+        f"frame by frame: ratio {plan.pixels / plan.frame_pixels:.4f}",
+    ]
+
+
 def plan_summary(plan: Plan, source: str, device: str | None = None) -> str:
     spec = plan.spec
     w, h = spec.size
-    first, last = plan.frames[0], plan.frames[-1]
-    max_iters = [f.max_iter for f in plan.frames]
-    pixels = w * h * len(plan.frames)
+    video = plan.video_frames
+    first, last = video[0], video[-1]
+    max_iters = [f.max_iter for f in video]
     mode = "auto" if spec.iterations.max == "auto" else "fixed"
+    what = "frame" if plan.layout is None else "unit"
     lines = [
         f"job        {source} (spec {spec_hash(spec)})",
-        f"frames     {len(plan.frames)} at {spec.animation.fps} fps "
-        f"({len(plan.frames) / spec.animation.fps:.1f} s of video)",
+        f"frames     {len(video)} at {spec.animation.fps} fps "
+        f"({len(video) / spec.animation.fps:.1f} s of video)",
         f"image      {w}x{h}; tiles {plan.grid.tile_w}x{plan.grid.tile_h}, "
-        f"{plan.grid.count} per frame, {plan.tasks} in all",
+        f"{plan.grid.count} per {what}, {plan.tasks} in all",
         f"center     {spec.view.center[0]}, {spec.view.center[1]}",
         f"width      {spec.view.width[0]} -> {spec.view.width[1]} "
         f"(pixel spacing 1e{first.log10_spacing:.1f} -> 1e{last.log10_spacing:.1f})",
         f"max iter   {min(max_iters)} .. {max(max_iters)} ({mode})",
-        f"precision  {_spans([f.precision for f in plan.frames])}",
-        f"pixels     {_count(pixels)} in all",
+        f"precision  {'' if plan.layout is None else 'units: '}"
+        f"{_spans([f.precision for f in plan.frames])}",
+        *_method_lines(plan),
         f"work       at most {_count(plan.work_bound())}iter "
         "(if every pixel ran to max iter; escaping pixels cost less)",
         _time_line(plan, device),
@@ -100,17 +119,20 @@ def plan_info(plan: Plan, source: str, device: str | None = None) -> dict[str, A
     from farm.store import layout
 
     spec = plan.spec
-    return {
+    info = {
         "job": source,
-        "frames": len(plan.frames),
+        "method": plan.method,
+        "frames": len(plan.video_frames),
         "fps": spec.animation.fps,
         "size": list(spec.size),
         "tile": [plan.grid.tile_w, plan.grid.tile_h],
-        "tiles_per_frame": plan.grid.count,
+        "tiles_per_frame": plan.grid.count,  # expmap: per unit
         "width": list(spec.view.width),
-        "max_iter": [f.max_iter for f in plan.frames],
-        "precision": [f.precision for f in plan.frames],
-        "pixels": spec.size[0] * spec.size[1] * len(plan.frames),
+        "max_iter": [f.max_iter for f in plan.video_frames],
+        "precision": [f.precision for f in plan.frames],  # expmap: per unit
+        "pixels": plan.pixels,  # computed by this method
+        "frame_pixels": plan.frame_pixels,  # computed frame by frame (F W H)
+        "pixel_ratio": plan.pixels / plan.frame_pixels,
         "work_bound_iterations": plan.work_bound(),
         "store": spec.output.store,
         "store_bytes": layout.store_bytes(plan),
@@ -118,6 +140,14 @@ def plan_info(plan: Plan, source: str, device: str | None = None) -> dict[str, A
         "device_seconds_bound": rates.time_bound(_work_by_format(plan), device) if device else None,
         "video": spec.output.video,
     }
+    if plan.layout is not None:
+        g = plan.layout.geom
+        info["expmap"] = {
+            "units": plan.layout.count, "unit_max_iter": [f.max_iter for f in plan.frames],
+            "angles": g.angles, "rows_per_octave": g.rows_per_octave, "rows": g.rows,
+            "segments": g.segments, "centre_size": list(g.centre_size),
+            "centre_pieces": len(plan.layout.pieces), "edge_samples": g.edge_samples()}
+    return info
 
 
 def _frame_strip(progress: list[float], width: int = 64) -> str:
@@ -128,13 +158,20 @@ def _frame_strip(progress: list[float], width: int = 64) -> str:
 
 def status_text(info: dict[str, Any]) -> str:
     done, total = info["tiles_done"], info["tiles_total"]
+    expmap = info.get("method") == "expmap"
     lines = [
         f"store      {info['store']}",
         f"state      {'complete' if info['complete'] else 'incomplete'}",
-        f"frames     {info['frames_complete']}/{info['frames']} complete",
-        f"tiles      {done}/{total} ({100 * done / total:.1f}%), "
-        f"{info['tiles_per_frame']} per frame",
     ]
+    if expmap:
+        lines += ["method     expmap: video frames are synthesised from rendered units",
+                  f"units      {info['units_complete']}/{info['units']} complete",
+                  f"frames     {info['frames_complete']}/{info['frames']} ready (all their units "
+                  "complete)"]
+    else:
+        lines.append(f"frames     {info['frames_complete']}/{info['frames']} complete")
+    lines.append(f"tiles      {done}/{total} ({100 * done / total:.1f}%), "
+                 f"{info['tiles_per_frame']} per {'unit' if expmap else 'frame'}")
     holder = info.get("rendering")
     if holder is not None:
         from farm.store.lock import describe
@@ -161,8 +198,12 @@ def status_text(info: dict[str, Any]) -> str:
             lines.append(f"balance    max/mean busy = {run['balance_max_over_mean']}")
         if "master_busy_share" in run:
             lines.extend(timeline_lines(run))
-    lines.append("per frame  (# done, + started, . waiting)")
-    lines.append(_frame_strip(info["frame_progress"]))
+    if expmap:
+        lines.append("per unit   (# done, + started, . waiting; in render order)")
+        lines.append(_frame_strip(info["unit_progress"]))
+    else:
+        lines.append("per frame  (# done, + started, . waiting)")
+        lines.append(_frame_strip(info["frame_progress"]))
     return "\n".join(lines)
 
 
