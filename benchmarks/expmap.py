@@ -1,8 +1,10 @@
-"""Exponential-map zooms: pixels against frame-by-frame, and frame synthesis speed.
+"""Exponential-map zooms: pixels against frame-by-frame, frame synthesis speed, and the
+same zoom rendered by both methods through the farm.
 
     python benchmarks/expmap.py counts                 # no device needed
     python benchmarks/expmap.py synth [--size 1920x1080] [--frames 90] [--device auto]
-    python benchmarks/expmap.py all
+    python benchmarks/expmap.py render [--size 1920x1080] [--doublings 12] [--width0 4]
+    python benchmarks/expmap.py all                    # counts and synth
 
 ``counts``: for 1080p zooms at 30 frames per doubling (and the example jobs), the
 pixels the frame-by-frame method computes (F W H) and the expmap method's (strip plus
@@ -15,13 +17,31 @@ beyond that): per frame, the strip rows uploaded (the ring holds the window, eac
 frame adds its outermost rows), one kernel launch and the readback of counts, offsets
 and histogram; consecutive frames from the middle of the zoom, after 3 warm-up
 frames. Also the numpy reference on two frames. Prints ms per frame and frames/s.
+
+``render``: one zoom (Seahorse Valley, ``--width0`` down by ``--doublings`` octaves at
+``--per-doubling`` frames per doubling, ``max = "auto"``) rendered with
+``method = "frames"`` and with ``method = "expmap"``, each by ``farm render
+--no-video`` (one process, ``--device``), then encoded by ``farm encode`` (for expmap
+that includes the frame synthesis). Prints per method: rendered frames or units,
+pixels computed, render wall time and kernel (device) time from the store's run
+table, the encode wall time, and the ratios; then the synthesis alone (every frame
+through ``Store.raw``, frames/s and the engine), and how alike the two videos' frames
+are (SSIM of coloured frames, interior/exterior agreement, calm-pixel mu error) on
+every 10th frame. Stores, videos and the table (``expmap_render.json``) go to
+``--out`` (default: a temporary folder; ``$OUT`` when set).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -110,12 +130,131 @@ def synth(size: tuple[int, int], frames: int, selector: str) -> None:
     print(f"{'numpy reference (host, one thread)':<44} {1000 * dt:>9.2f} {1 / dt:>9.1f} {'-':>14}")
 
 
+SEAHORSE = ("-0.743643887037158704752191506114774", "0.131825904205311970493132056385139")
+
+
+def job_text(method: str, size: tuple[int, int], width0: str, doublings: float,
+             per_doubling: int, out: Path) -> str:
+    from mpmath import mp, mpf, nstr
+
+    mp.prec = 256
+    width1 = nstr(mpf(width0) / mpf(2) ** doublings, 30)
+    frames = round(per_doubling * doublings) + 1
+    return f"""[view]
+center = ["{SEAHORSE[0]}", "{SEAHORSE[1]}"]
+width = ["{width0}", "{width1}"]
+[image]
+size = [{size[0]}, {size[1]}]
+[animation]
+frames = {frames}
+method = "{method}"
+[iterations]
+max = "auto"
+[output]
+store = "{out / (method + '.h5')}"
+video = "{out / (method + '.mp4')}"
+"""
+
+
+def farm(*args: str) -> float:
+    """Wall seconds of ``farm ARGS`` (which must succeed)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "farm", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"farm {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return time.perf_counter() - t0
+
+
+def render_both(size: tuple[int, int], width0: str, doublings: float, per_doubling: int,
+                device: str, out: Path) -> None:
+    from farm.store.reader import Store
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows = {}
+    for method in ("frames", "expmap"):
+        job = out / f"{method}.toml"
+        job.write_text(job_text(method, size, width0, doublings, per_doubling, out))
+        render = farm("render", str(job), "--no-video", "--quiet", "--restart", "--device", device)
+        encode = farm("encode", str(out / f"{method}.h5"), "--video", str(out / f"{method}.mp4"))
+        with Store(out / f"{method}.h5") as s:
+            plan = s.plan()
+            run = s.file["runs"][0]
+            rows[method] = {"frames": s.frames, "rendered": len(plan.frames), "pixels": plan.pixels,
+                            "render_s": render, "kernel_s": float(run["gpu_s"]), "encode_s": encode}
+    f, e = rows["frames"], rows["expmap"]
+    print(f"same zoom, both methods: {size[0]}x{size[1]}, width {width0} down {doublings} doublings, "
+          f"{per_doubling} frames per doubling ({f['frames']} frames), device {device}")
+    head = (f"{'method':<8} {'rendered':>9} {'pixels':>12} {'render s':>9} {'kernel s':>9} "
+            f"{'encode s':>9} {'total s':>9}")
+    print(head + "\n" + "-" * len(head))
+    for name, r in rows.items():
+        what = f"{r['rendered']} {'units' if name == 'expmap' else 'frames'}"
+        print(f"{name:<8} {what:>9} {r['pixels']:>12.4g} {r['render_s']:>9.2f} {r['kernel_s']:>9.2f} "
+              f"{r['encode_s']:>9.2f} {r['render_s'] + r['encode_s']:>9.2f}")
+    print(f"{'ratio':<8} {'':>9} {e['pixels'] / f['pixels']:>12.4f} {e['render_s'] / f['render_s']:>9.3f} "
+          f"{e['kernel_s'] / max(f['kernel_s'], 1e-9):>9.3f} {e['encode_s'] / f['encode_s']:>9.3f} "
+          f"{(e['render_s'] + e['encode_s']) / (f['render_s'] + f['encode_s']):>9.3f}")
+    rows["synthesis"] = synthesis_speed(out / "expmap.h5")
+    rows["quality"] = likeness(out / "frames.h5", out / "expmap.h5")
+    (out / "expmap_render.json").write_text(json.dumps(rows, indent=2))
+
+
+def synthesis_speed(store: Path) -> dict:
+    """Every frame through Store.raw in order, in a fresh synthesis: frames/s."""
+    from farm.store.reader import Store
+    from farm.synth import engine
+
+    engine._SHARED.clear()
+    with Store(store) as s:
+        t0 = time.perf_counter()
+        s.raw(0)
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for k in range(1, s.frames):
+            s.raw(k)
+        rest = (time.perf_counter() - t0) / max(1, s.frames - 1)
+        kind = type(s._synthesis()._engine).__name__
+    print(f"synthesis ({kind}): first frame {first:.2f} s (window of strip rows), then "
+          f"{1000 * rest:.1f} ms a frame ({1 / rest:.1f} frames/s), reading rows from the store included")
+    return {"engine": kind, "first_s": first, "per_frame_s": rest}
+
+
+def likeness(direct: Path, expmap: Path) -> dict:
+    """SSIM of coloured frames, class agreement and calm mu error on every 10th frame."""
+    from farm.color import cdf, colorize
+    from farm.store.reader import Store
+    from farm.synth.quality import agreement, ssim
+
+    sims, classes, p99s, medians = [], [], [], []
+    with Store(direct) as d, Store(expmap) as s:
+        for k in range(0, d.frames, 10):
+            raw = s.raw(k)
+            n, f = d.iterations(k), d.fraction(k)
+            a = colorize(n, f, cdf(d.histogram(k)), "classic", 3.0)
+            b = colorize(raw.iterations, raw.fraction, cdf(raw.histogram), "classic", 3.0)
+            sims.append(ssim(a, b))
+            got = agreement((n, f), (raw.iterations, raw.fraction))
+            classes.append(got["class"])
+            p99s.append(got["p99"])
+            medians.append(got["median"])
+    print(f"expmap frames against frames-method frames ({len(sims)} frames): SSIM mean {np.mean(sims):.3f} "
+          f"min {np.min(sims):.3f}; interior/exterior agreement mean {np.mean(classes):.4f} min "
+          f"{np.min(classes):.4f}; calm-pixel mu error median {np.median(medians):.4f}, p99 worst "
+          f"{np.max(p99s):.4f} counts")
+    return {"ssim_mean": float(np.mean(sims)), "ssim_min": float(np.min(sims)),
+            "class_min": float(np.min(classes)), "mu_p99_max": float(np.max(p99s))}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["counts", "synth", "all"])
+    ap.add_argument("what", choices=["counts", "synth", "render", "all"])
     ap.add_argument("--size", default="1920x1080")
-    ap.add_argument("--frames", type=int, default=90)
+    ap.add_argument("--frames", type=int, default=90, help="synth: frames timed")
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--doublings", type=float, default=12.0, help="render: octaves of zoom")
+    ap.add_argument("--per-doubling", type=int, default=30, help="render: frames per doubling")
+    ap.add_argument("--width0", default="4", help="render: first frame's width")
+    ap.add_argument("--out", help="render: folder for stores and videos")
     args = ap.parse_args()
     size = tuple(int(x) for x in args.size.lower().split("x"))
     if args.what in ("counts", "all"):
@@ -123,6 +262,10 @@ def main() -> None:
     if args.what in ("synth", "all"):
         print()
         synth((size[0], size[1]), args.frames, args.device)
+    if args.what == "render":
+        out = args.out or os.environ.get("OUT") or tempfile.mkdtemp(prefix="expmap-bench-")
+        render_both((size[0], size[1]), args.width0, args.doublings, args.per_doubling, args.device,
+                    Path(out))
 
 
 if __name__ == "__main__":

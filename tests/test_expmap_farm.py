@@ -227,3 +227,49 @@ def test_mpi_store_is_bitwise_identical_to_one_process(zoom, tmp_path):
     assert_same(store, ref)
     with h5py.File(store) as f:
         assert set(np.unique(f["tiles/rank"][...])) == {1, 2}
+
+
+def test_engines_agree_through_the_store(zoom):
+    """The OpenCL engine (the kernel with its ring of strip rows on the device) and the
+    numpy engine (the reference on a host ring) give the same frames bit for bit, and
+    each fetches only the rows a frame adds to the window."""
+    from farm.synth.engine import Synthesis
+
+    _, store, _ = zoom
+    with Store(store) as s:
+        plan = s.plan()
+        host, dev = Synthesis(plan, engine="numpy", keep=2), Synthesis(plan, engine="opencl", keep=2)
+        for k in range(0, 211, 3):
+            a = host.frame(k, s.strip_rows, s.centre_image)
+            b = dev.frame(k, s.strip_rows, s.centre_image)
+            for name in ("iterations", "fraction", "histogram"):
+                assert np.array_equal(getattr(a, name), getattr(b, name)), (k, name)
+        g = plan.layout.geom
+        assert host.rows_fetched == dev.rows_fetched < g.rows + max(b - a for a, b in
+                                                                    map(g.frame_rows, range(211)))
+
+
+def test_colouring_order_synthesises_each_frame_once(zoom):
+    """Colouring reads frame f's histogram when f first enters a smoothing window (f - K)
+    and its pixels K frames later, each time through a newly opened store (as the frame
+    sink does): the process's synthesis serves the second read from its cache."""
+    from farm.synth import engine
+
+    _, store, _ = zoom
+    engine._SHARED.clear()
+    radius, seen = 4, set()
+    with Store(store) as s:
+        frames, want = s.frames, [s.raw(k).iterations.copy() for k in (0, 100)]
+    engine._SHARED.clear()
+    for f in range(frames):
+        with Store(store) as s:
+            for g in range(max(0, f - radius), min(frames, f + radius + 1)):
+                if g not in seen:
+                    seen.add(g)
+                    s.histogram(g)
+            raw = s.raw(f)
+            if f in (0, 100):
+                assert np.array_equal(raw.iterations, want[0 if f == 0 else 1])
+    with Store(store) as s:
+        synthesis = s._synthesis()
+    assert synthesis.synthesised == frames

@@ -60,6 +60,7 @@ def test_units_cover_the_strip_and_the_centre_image_once():
     strip = np.zeros((g.rows, g.angles), np.int64)
     centre = np.zeros(g.centre_size[::-1], np.int64)
     for u in range(layout.count):
+        assert layout.unit_pixels(u) == sum(layout.region(u, t).pixels for t in range(plan.grid.count))
         for t in range(plan.grid.count):
             r = layout.region(u, t)
             tile = plan.grid.tile(t)

@@ -123,8 +123,12 @@ class ExpmapLayout:
         return self.pieces[p] if p < len(self.pieces) else Region(EMPTY)
 
     def unit_pixels(self, u: int) -> int:
-        """Pixels unit u computes (filler left out)."""
-        return sum(self.region(u, t).pixels for t in range(self.grid.count))
+        """Pixels unit u computes (filler left out): the sum of its regions' pixels."""
+        unit = self.units[u]
+        if unit.kind == SEGMENT:
+            return self.geom.segment_rows(unit.number)[1] * self.geom.angles
+        n = len(self.full_slots)
+        return sum(piece.pixels for piece in self.pieces[unit.number * n:(unit.number + 1) * n])
 
     def centre_tiles(self) -> list[tuple[int, int, Region]]:
         """(unit, slot, piece) of every centre piece."""
@@ -163,9 +167,11 @@ class ExpmapLayout:
         wc, hc = self.geom.centre_size
         return math.log2(0.5 * math.hypot(wc, hc) / self.geom.centre_oversample)
 
-    def frames_of_unit(self, u: int) -> list[int]:
-        """Video frames that read unit u (its iteration limit is the largest of theirs)."""
-        return [k for k, (lo, hi) in enumerate(self.needs) if lo <= u < hi]
+    def frames_of_unit(self, u: int) -> np.ndarray:
+        """Video frames that read unit u (its iteration limit is the largest of theirs),
+        ascending int64 indices."""
+        lo, hi = np.array(self.needs, dtype=np.int64).reshape(-1, 2).T
+        return np.flatnonzero((lo <= u) & (u < hi))
 
     def frames_ready(self, unit_done: np.ndarray) -> np.ndarray:
         """Video frames whose units are all complete, ascending (int64 indices), given
@@ -250,7 +256,8 @@ def expmap_plan(spec: JobSpec, frames: list[FramePlan],
     grid = TileGrid.auto(a, p) if tile == "auto" else TileGrid.fitted(a, p, *tile)
     layout = make_layout(geom, grid)
     s_min = min(frames, key=lambda f: f.width).spacing
-    limits = [f.max_iter for f in frames]
+    limits = np.array([f.max_iter for f in frames], dtype=np.int64)
+    lo, hi = np.array(layout.needs, dtype=np.int64).reshape(-1, 2).T
     units = []
     for u, unit in enumerate(layout.units):
         spacing = scaled(s_min, layout.spacing_log2(u))
@@ -258,8 +265,8 @@ def expmap_plan(spec: JobSpec, frames: list[FramePlan],
         if stored is not None:
             max_iter, fmt = stored[u]
         else:
-            readers = layout.frames_of_unit(u) or range(len(frames))
-            max_iter = max(limits[k] for k in readers)
+            readers = (lo <= u) & (u < hi)  # layout.frames_of_unit(u), all units at once
+            max_iter = int(limits[readers].max() if readers.any() else limits.max())
             fmt = _unit_precision(requested, unit, u, log10_s)
         width = 2 * scaled(s_min, layout.radius_log2(u))
         units.append(FramePlan(u, width, spacing, log10_s, max_iter, fmt,
