@@ -23,12 +23,23 @@
  *
  * Extensions: cl_khr_fp64.
  *
+ * Pixel offsets dc (pixel_offset below): a flat tile by default; with -DPOLAR a polar
+ * tile of an exponential map (farm/plan/expmap.py), whose pixel (col, row) is the point
+ * at radius rho(row) and angle theta(col) around C, dc = rho(row) e^{i theta(col)}.
+ *
  * Provides, for mandel.cl: FORMAT_ARGS, FORMAT_ARG_NAMES and escape_pixel. Arguments:
  *   orbit     [orbit_len] double2   Z(0) .. Z(orbit_len - 1), Z(0) = 0, Z(1) = C
  *   orbit_len           uint       >= 2; all |Z(m)|^2 <= R^2
+ *   flat tile (default):
  *   kx0, ky0            int        2 x0 + 1 - W and 2 y0 + 1 - H for the tile at (x0, y0):
  *                                  pixel (col, row) has dc = ((kx0 + 2 col) - i (ky0 + 2 row)) h
  *   h_m, h_e          double, int  half the pixel spacing, h = h_m * 2^h_e, h_m in [0.5, 1)
+ *   polar tile (-DPOLAR) instead:
+ *   rho_m     [th]      double     radius mantissa of each tile row
+ *   rho_e               int        their shared exponent: rho(row) = rho_m[row] * 2^rho_e
+ *   cis       [tw]      double2    (cos theta, sin theta) of each tile column:
+ *                                  dc = rho_m[row] cis[col] 2^rho_e
+ *   then, for both:
  *   r2                  double     escape radius squared
  *   bla_ab    [N]       double4    (A.re, A.im, B.re, B.im) of each map
  *   bla_r     [N]       double     its validity radius
@@ -38,12 +49,29 @@
  */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 
-#define FORMAT_ARGS __global const double2 *orbit, const uint orbit_len, const int kx0, \
-                    const int ky0, const double h_m, const int h_e, const double r2,   \
-                    __global const double4 *bla_ab, __global const double *bla_r,      \
+#ifdef POLAR
+#define OFFSET_ARGS __global const double *rho_m, const int rho_e, __global const double2 *cis
+#define OFFSET_ARG_NAMES rho_m, rho_e, cis
+/* dc of tile pixel (col, row) as a mantissa pair times 2^(*e) */
+inline double2 pixel_offset(OFFSET_ARGS, uint col, uint row, int *e)
+{
+    *e = rho_e;
+    return rho_m[row] * cis[col];
+}
+#else
+#define OFFSET_ARGS const int kx0, const int ky0, const double h_m, const int h_e
+#define OFFSET_ARG_NAMES kx0, ky0, h_m, h_e
+inline double2 pixel_offset(OFFSET_ARGS, uint col, uint row, int *e)
+{
+    *e = h_e;
+    return (double2)((double)(kx0 + 2 * (int)col) * h_m, -((double)(ky0 + 2 * (int)row) * h_m));
+}
+#endif
+
+#define FORMAT_ARGS __global const double2 *orbit, const uint orbit_len, OFFSET_ARGS,         \
+                    const double r2, __global const double4 *bla_ab, __global const double *bla_r, \
                     __global const uint *bla_off, const uint bla_levels
-#define FORMAT_ARG_NAMES orbit, orbit_len, kx0, ky0, h_m, h_e, r2, bla_ab, bla_r, bla_off, \
-                         bla_levels
+#define FORMAT_ARG_NAMES orbit, orbit_len, OFFSET_ARG_NAMES, r2, bla_ab, bla_r, bla_off, bla_levels
 
 /* The longest valid skip at step m (>= 1) for a delta of size at most dmax: returns
  * 1 + its level, or 0 when none is valid. Validity is monotone in the level (a map's
@@ -127,8 +155,9 @@ inline bool bla_worth_trying(double dr, double di, double2 Z)
 
 inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2 *z, double2 *c)
 {
-    const double dcr = ldexp((double)(kx0 + 2 * (int)col) * h_m, h_e);
-    const double dci = -ldexp((double)(ky0 + 2 * (int)row) * h_m, h_e);
+    int e;
+    const double2 dm = pixel_offset(OFFSET_ARG_NAMES, col, row, &e);
+    const double dcr = ldexp(dm.x, e), dci = ldexp(dm.y, e);
     *c = orbit[1] + (double2)(dcr, dci);
     double dr = 0.0, di = 0.0;
     uint m = 0;
@@ -258,8 +287,9 @@ inline uint fx_bla_take(__global const double4 *bla_ab, __global const double *b
 
 inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2 *z, double2 *c)
 {
-    const fx2 dc = fx_norm((double2)((double)(kx0 + 2 * (int)col) * h_m,
-                                     -(double)(ky0 + 2 * (int)row) * h_m), h_e);
+    int e;
+    const double2 dm = pixel_offset(OFFSET_ARG_NAMES, col, row, &e);
+    const fx2 dc = fx_norm(dm, e);
     *c = orbit[1] + fx_to_double(dc);
     fx2 d = fx_norm((double2)(0.0, 0.0), 0);
     uint m = 0;
