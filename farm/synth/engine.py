@@ -150,19 +150,24 @@ class Synthesis:
         self.keep = keep
         self._engine_name = engine
         self._engine: Engine | None = None
+        self._centre_loaded = False
         self._frames: collections.OrderedDict[int, RawFrame] = collections.OrderedDict()
         self._lock = threading.Lock()
         self.synthesised = 0  # frames synthesised (not served from the cache)
         self.rows_fetched = 0  # strip rows read
 
     def frame(self, k: int, rows: Fetch, centre: Callable[[], Raster]) -> RawFrame:
-        """Video frame k; ``rows(a, b)`` reads global strip rows a .. b-1, ``centre()``
-        the centre image (called once), both from complete units."""
+        """Video frame k, whose units must be complete; ``rows(a, b)`` reads global strip
+        rows a .. b-1, ``centre()`` the centre image (called once, for the first frame
+        that reads it: during a render the centre image may be the last to complete)."""
         with self._lock:
             if k in self._frames:
                 self._frames.move_to_end(k)
                 return self._frames[k]
-            engine = self._ready_engine(centre)
+            engine = self._ready_engine()
+            if self.geom.uses_centre(k) and not self._centre_loaded:
+                engine.set_centre(centre())
+                self._centre_loaded = True
             first, stop = self.geom.frame_rows(k)
             if first < stop:
                 self.rows_fetched += engine.ensure_rows(first, stop, rows)
@@ -177,12 +182,9 @@ class Synthesis:
                 self._frames.popitem(last=False)
             return raw
 
-    def _ready_engine(self, centre: Callable[[], Raster]) -> Engine:
+    def _ready_engine(self) -> Engine:
         if self._engine is None:
-            engine = make_engine(self.geom, self.bins, self._engine_name)
-            if self.plan.layout is not None and self.plan.layout.centre_units:
-                engine.set_centre(centre())
-            self._engine = engine
+            self._engine = make_engine(self.geom, self.bins, self._engine_name)
         return self._engine
 
 
