@@ -297,3 +297,19 @@ def test_reference_renderer_is_the_farm_f64_kernel(cl_device):
     same = n_k == n_r
     assert same.mean() > 0.999
     assert (np.abs(d_k.astype(np.float64) - d_r)[same] < 1e-4).mean() > 0.999
+
+
+def test_host_engine_in_bands_is_the_reference(zoom):
+    """The store's numpy engine: a ring of strip rows fed a few rows a frame, and the
+    frame cut into bands of rows on threads; the same arrays as one synthesize_arrays
+    call on the whole strip."""
+    from farm.synth.engine import HostEngine
+
+    g = zoom.geom
+    banded = HostEngine(g, threads=3)
+    banded.set_centre(zoom.centre)
+    for k in list(range(0, g.frames, 25)) + [g.frames - 1]:
+        banded.ensure_rows(*g.frame_rows(k), window_fetch(zoom.strip))
+        got, want = banded.synthesize(k, zoom.max_iter), zoom.synth(k)
+        for name in ("iterations", "fraction", "histogram"):
+            assert np.array_equal(got[name], want[name]), (k, name)

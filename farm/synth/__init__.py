@@ -191,13 +191,18 @@ def strip_coordinates(geom: ExpmapGeometry, k: int, u: np.ndarray,
 
 
 def synthesize_arrays(geom: ExpmapGeometry, k: int, strip: Raster | None, centre: Raster | None,
-                      max_iter: int) -> dict[str, np.ndarray]:
+                      max_iter: int, band: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
     """Frame k's ``iterations`` (uint32 (H, W)), ``fraction`` (float32), ``histogram``
     (int64 (max_iter + 1,)) and, when the sources carry it, ``distance`` (complex64,
     output pixels). ``strip`` must hold rows ``geom.frame_rows(k)``; ``centre`` is
-    needed when ``geom.uses_centre(k)``."""
+    needed when ``geom.uses_centre(k)``. ``band = (y0, y1)``: only output rows
+    y0 .. y1 - 1 (arrays (y1 - y0, W), the histogram of those rows); every pixel is
+    computed on its own, so bands put together are the whole frame bit for bit."""
     w, h = geom.width, geom.height
     u, v = pixel_offsets(w, h)
+    if band is not None:
+        u, v = u[band[0]:band[1]], v[band[0]:band[1]]
+        h = band[1] - band[0]
     fp = frame_params(geom, k)
     x, y, rho = strip_coordinates(geom, k, u, v)
     t = np.clip((rho + fp.t_off) * fp.inv_blend, 0.0, 1.0)

@@ -29,6 +29,7 @@ import collections
 import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 import numpy as np
@@ -86,10 +87,12 @@ class Engine(Protocol):
 
 class HostEngine:
     """The numpy reference on a ring of strip rows in host memory (the interface of
-    :class:`farm.compute.synth.FrameSynthesizer`)."""
+    :class:`farm.compute.synth.FrameSynthesizer`), in ``threads`` bands of rows at once
+    (numpy releases the GIL in its array operations; default: one per core, at most 8)."""
 
-    def __init__(self, geom: ExpmapGeometry, ring: int | None = None):
+    def __init__(self, geom: ExpmapGeometry, ring: int | None = None, threads: int | None = None):
         self.geom = geom
+        self.threads = max(1, min(geom.height, threads or min(8, os.cpu_count() or 1)))
         self.window = RowWindow(ring or ring_rows(geom))
         shape = (self.window.ring, geom.angles)
         self.iterations = np.zeros(shape, np.uint32)
@@ -113,8 +116,17 @@ class HostEngine:
     def synthesize(self, k: int, max_iter: int) -> dict[str, np.ndarray]:
         w = self.window
         strip = Raster(self.iterations, self.fraction, w.row_lo, None, w.row_hi)
-        return synthesize_arrays(self.geom, k, strip if w.row_lo < w.row_hi else None,
-                                 self.centre, max_iter)
+        args = (self.geom, k, strip if w.row_lo < w.row_hi else None, self.centre, max_iter)
+        if self.threads == 1:
+            return synthesize_arrays(*args)
+        cuts = np.linspace(0, self.geom.height, self.threads + 1).astype(int)
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="farm-synth") as pool:
+            parts = list(pool.map(lambda b: synthesize_arrays(*args, band=b),
+                                  zip(cuts[:-1], cuts[1:], strict=True)))
+        out = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]
+               if name != "histogram"}
+        out["histogram"] = np.sum([p["histogram"] for p in parts], axis=0)
+        return out
 
 
 def make_engine(geom: ExpmapGeometry, bins: int, engine: str = "auto") -> Engine:
