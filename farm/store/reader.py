@@ -141,10 +141,11 @@ class Store:
     def channel(self, name: str, frame: int) -> np.ndarray:
         """One per-pixel channel of a frame: (H, W) or (H, W, depth)."""
         if self.expmap:
-            raw = self.raw(frame)
-            if not hasattr(raw, name.rsplit("/", 1)[-1]):
+            value = getattr(self.raw(frame), name, None) if name in ("iterations", "fraction",
+                                                                       "distance") else None
+            if value is None:
                 raise StoreError(f"store {self.path}: synthesised frames have no {name!r}")
-            return getattr(raw, name.rsplit("/", 1)[-1])
+            return value
         return self.file[name][frame]
 
     def raw(self, frame: int) -> RawFrame:
