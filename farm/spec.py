@@ -35,6 +35,8 @@ PRECISIONS = ("auto", "f64", "fp128", "quad-single", "perturb")
 MAX_ITER_LIMIT = 10_000_000  # histogram rows are max_iter+1 int64 bins
 MAX_SIDE = 32768
 MAX_PIXELS = 1 << 28
+MAX_SAMPLES = 64  # farm/plan/samples.py
+MAX_TILE_BYTES = 1 << 30  # a tile's per-pixel data, all channels (device buffers, MPI messages)
 # fp128 holds 32 integer bits: |z|^2 of the step after escape must fit (see kernels/fp128.cl).
 ESCAPE_RADIUS_RANGE = (2.0, 128.0)
 _DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -49,6 +51,7 @@ class View:
 @dataclass(frozen=True)
 class Image:
     size: tuple[int, int]  # (W, H) pixels
+    samples: int = 1  # samples per pixel (anti-aliasing), farm/plan/samples.py
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class Iterations:
 class Render:
     precision: str = "auto"
     tile: tuple[int, int] = (1024, 1024)  # (width, height) pixels; also the store's chunk
+    distance: bool = False  # store the distance estimate (channel "distance")
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,20 @@ def _max_iter(value: Any, field: str) -> int | str:
     return _int_in(1, MAX_ITER_LIMIT)(value, field)
 
 
+def _bool(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise SpecError(field, f"must be true or false, got {value!r}")
+    return value
+
+
+def _samples(value: Any, field: str) -> int:
+    n = _int_in(1, MAX_SAMPLES)(value, field)
+    if n == 2:
+        raise SpecError(field, f"2 is not allowed: two samples cannot be centred on the pixel; "
+                               f"use 1, or 3 to {MAX_SAMPLES} (4, 9, 16 are typical)")
+    return n
+
+
 def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
     def parse(value: Any, field: str) -> str:
         if value not in options:
@@ -213,7 +231,7 @@ REQUIRED = object()
 # section -> key -> (parser, default). Order here is the canonical order.
 SCHEMA: dict[str, dict[str, tuple[Callable[[Any, str], Any], Any]]] = {
     "view": {"center": (_center, REQUIRED), "width": (_widths, REQUIRED)},
-    "image": {"size": (_size, REQUIRED)},
+    "image": {"size": (_size, REQUIRED), "samples": (_samples, 1)},
     "animation": {"frames": (_int_in(1, 100_000), REQUIRED), "fps": (_int_in(1, 240), 30)},
     "iterations": {
         "max": (_max_iter, "auto"),
@@ -222,6 +240,7 @@ SCHEMA: dict[str, dict[str, tuple[Callable[[Any, str], Any], Any]]] = {
     "render": {
         "precision": (_choice(PRECISIONS), "auto"),
         "tile": (_pair(_int_in(8, 4096), "[width, height] in pixels"), (1024, 1024)),
+        "distance": (_bool, False),
     },
     "color": {
         "palette": (_choice(PALETTES), "classic"),
@@ -275,7 +294,27 @@ def from_dict(data: dict[str, Any], name: str = "job", source: str | None = None
             else:
                 values[key] = default
         sections[section] = _CLASSES[section](**values)
-    return JobSpec(**sections)
+    spec = JobSpec(**sections)
+    _check_tile_bytes(spec, source)
+    return spec
+
+
+def tile_bytes(spec: JobSpec) -> int:
+    """Bytes of one full tile's per-pixel data: 8 per sample (count and offset), 8 more
+    with the distance estimate."""
+    tw, th = spec.render.tile
+    w, h = spec.size
+    per_sample = 16 if spec.render.distance else 8
+    return min(tw, w) * min(th, h) * spec.image.samples * per_sample
+
+
+def _check_tile_bytes(spec: JobSpec, source: str | None) -> None:
+    size = tile_bytes(spec)
+    if size > MAX_TILE_BYTES:
+        tw, th = spec.render.tile
+        raise SpecError("render.tile", f"a {tw}x{th} tile with {spec.image.samples} samples per "
+                        f"pixel holds {size / 2**30:.1f} GiB; at most 1 GiB: use a smaller tile",
+                        source)
 
 
 def parse_text(text: str, name: str = "job", source: str | None = None) -> JobSpec:

@@ -13,7 +13,7 @@ from typing import Any
 import farm.numerics as num
 from farm.errors import SpecError
 from farm.plan import precision
-from farm.plan.channels import BASE, Channel
+from farm.plan.channels import Channel, channels_for
 from farm.plan.tiles import Tile, TileGrid
 from farm.spec import JobSpec, canonical_text, parse_text
 
@@ -63,8 +63,14 @@ class Plan:
     @property
     def channels(self) -> tuple[Channel, ...]:
         """The per-pixel channels every tile carries, in kernel-argument and message
-        order (farm.plan.channels)."""
-        return BASE
+        order (farm.plan.channels): iterations and fraction, then the distance estimate
+        and the extra samples when the spec asks for them."""
+        return channels_for(self.spec.image.samples, self.spec.render.distance)
+
+    @property
+    def samples(self) -> int:
+        """Samples per pixel (farm/plan/samples.py); sample 0 is the pixel centre."""
+        return self.spec.image.samples
 
     @property
     def perturbed(self) -> list[FramePlan]:
@@ -130,6 +136,20 @@ def _frame_precision(requested: str, k: int, log10_s: float) -> str:
     return requested
 
 
+def _check_perturbed_channels(spec: JobSpec, frames: list[FramePlan]) -> None:
+    """Perturbation does not yet carry samples or the derivative (issue 12, second phase)."""
+    perturbed = [f.index for f in frames if f.precision == "perturb"]
+    if not perturbed:
+        return
+    what = [("image.samples", spec.image.samples > 1, "samples > 1"),
+            ("render.distance", spec.render.distance, "distance = true")]
+    for field, asked, text in what:
+        if asked:
+            raise SpecError(field, f"{text} is not yet available for perturbed frames (frame "
+                                   f"{perturbed[0]} is perturbed); use a direct format "
+                                   "(render.precision = f64, fp128 or quad-single) or leave it out")
+
+
 def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None) -> Plan:
     """Frames with log-interpolated widths, their iteration limits and formats.
 
@@ -153,4 +173,5 @@ def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None) ->
             fmt = _frame_precision(spec.render.precision, k, log10_s)
         frames.append(FramePlan(k, width, spacing, log10_s, max_iter, fmt,
                                 num.coordinate_bits(spacing)))
+    _check_perturbed_channels(spec, frames)
     return Plan(spec, tuple(frames), TileGrid.fitted(w_px, h_px, *spec.render.tile))
