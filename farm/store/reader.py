@@ -90,8 +90,21 @@ class Store:
         return self.file[name][frame]
 
     def raw(self, frame: int) -> RawFrame:
-        """Everything colouring needs of one frame (see :mod:`farm.raw`)."""
-        return RawFrame(frame, self.iterations(frame), self.fraction(frame), self.histogram(frame))
+        """Everything colouring needs of one frame (see :mod:`farm.raw`): arrays (H, W),
+        or (H, W, N) with sample 0 (the pixel centre, the ``iterations`` dataset) first
+        when the store has N > 1 samples per pixel; ``distance`` when it was rendered."""
+        n = self.spec.image.samples
+        has_distance = self.spec.render.distance
+
+        def full(name: str) -> np.ndarray:
+            centre = self.channel(name, frame)
+            if n == 1:
+                return centre
+            return np.concatenate([centre[..., None], self.channel("samples/" + name, frame)],
+                                  axis=2)
+
+        return RawFrame(frame, full("iterations"), full("fraction"), self.histogram(frame),
+                        full("distance") if has_distance else None)
 
     # ------------------------------------------------------------------ progress
     def status(self, now: float | None = None) -> dict[str, Any]:
