@@ -199,22 +199,22 @@ __kernel void mandel(FORMAT_ARGS, const uint tw, const uint npix, const uint max
 #else
         const float f = n ? smooth_offset(&z, c.x, c.y, &w, 0.0) : 0.0f;
 #endif
-        if (k == 0) {
-            iters[p] = n;
-            frac[p] = f;
-#ifdef DISTANCE
-            dist[p] = d;
-#endif
-        }
 #if SAMPLES > 1
-        else {
-            const uint e = p * (SAMPLES - 1) + k - 1;
-            s_iters[e] = n;
-            s_frac[e] = f;
+        const uint e = k ? p * (SAMPLES - 1) + k - 1 : p;
+        __global uint *it_out = k ? s_iters : iters;
+        __global float *fr_out = k ? s_frac : frac;
+        it_out[e] = n;
+        fr_out[e] = f;
 #ifdef DISTANCE
-            s_dist[e] = d;
+        __global float2 *d_out = k ? s_dist : dist;
+        d_out[e] = d;
 #endif
-        }
+#else
+        iters[p] = n;
+        frac[p] = f;
+#ifdef DISTANCE
+        dist[p] = d;
+#endif
 #endif
         if (n < nlocal)
             atomic_inc(&lh[n]);
