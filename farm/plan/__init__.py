@@ -99,9 +99,10 @@ class Plan:
         return len(self.frames) * self.grid.count
 
     def work_bound(self) -> int:
-        """Iterations if every pixel ran to its frame's max_iter (an upper bound)."""
+        """Iterations if every sample of every pixel ran to its frame's max_iter (an upper
+        bound)."""
         w, h = self.spec.size
-        return sum(w * h * f.max_iter for f in self.frames)
+        return sum(w * h * self.samples * f.max_iter for f in self.frames)
 
     def __reduce__(self):
         """Pickle as what the plan is a function of: the spec and each frame's choices.
