@@ -64,9 +64,10 @@
  *     dist = conj(z ln|z| / (s z'))        (a complex number, as float2 (re, im))
  * read as a vector (DEX, DEY) in image axes, x to the right (+column), y down (+row):
  * it points away from the set (the direction in which the escape time falls fastest),
- * and |dist| = |z| ln|z| / (|z'| s) is the distance to the set in output pixels,
- * within a factor 2 of the true distance (Koebe's 1/4 theorem for the potential's
- * estimate; the same quantity as Kalles Fraktaler's and Fraktaler-3's DEX + i DEY).
+ * and |dist| = |z| ln|z| / (|z'| s) estimates the distance to the set in output
+ * pixels, within a factor 2 of the true distance as the potential goes to 0 (Koebe's
+ * 1/4 theorem; the exterior distance estimate of Kalles Fraktaler and Fraktaler-3,
+ * whose DEX + i DEY have this length; the direction is defined here, in image axes).
  * The derivative is carried as w = s dz/dc in double, w(1) = s, w(k+1) = 2 z(k) w(k)
  * + s, so it neither overflows nor underflows at any depth a direct format serves.
  * 0 for interior pixels, and where w is not finite (a sample on the set at double's
