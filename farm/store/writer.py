@@ -35,13 +35,15 @@ tests/test_checkpoint.py kills the master inside each of these steps
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 import queue
 import signal
 import threading
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +86,30 @@ class Finished:
     @property
     def fraction(self) -> np.ndarray:
         return self.arrays["fraction"]
+
+
+_SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h
+
+
+@functools.cache
+def _sync_file_range() -> Callable[..., int] | None:
+    """libc's sync_file_range (Linux), or None."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    return fn
+
+
+def start_writeback(fd: int) -> None:
+    """Ask the kernel to start writing the file's dirty pages now, without waiting
+    (Linux sync_file_range; nothing elsewhere). Durability still comes from the
+    periodic fdatasync: this only keeps the dirty backlog small, so a large store's
+    final sync takes a moment instead of seconds."""
+    fn = _sync_file_range()
+    if fn is not None:
+        fn(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
 
 
 def _crash_point(name: str, flagged: int) -> None:
@@ -250,6 +276,8 @@ class StoreWriter:
         self._write_histograms(complete)
         if time.monotonic() - self._last_sync >= self.sync_every:
             self.sync()
+        else:
+            start_writeback(self.fd)
         return complete
 
     def _write_histograms(self, frames: list[int]) -> None:
