@@ -32,6 +32,9 @@ def _add_render_options(p: argparse.ArgumentParser) -> None:
                    help="auto | gpu | cpu | P:D as listed by `farm devices` (env FARM_DEVICE)")
     p.add_argument("--share-devices", action="store_true",
                    help="allow more workers than devices on a node (CPU/PoCL runs)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="worker threads in one process (default: one per GPU, else 1; under "
+                   "mpiexec the ranks are the workers)")
     p.add_argument("--verify", action="store_true",
                    help="check every stored tile's checksum before resuming (tiles written "
                    "after the store's last sync are always checked)")
@@ -113,11 +116,12 @@ def _render_options(args: argparse.Namespace):
     from farm.run import RenderOptions
     from farm.schedule.master import MasterOptions
 
-    for name in ("depth", "attempts"):
-        if getattr(args, name) < 1:
+    for name in ("depth", "attempts", "workers"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name}: must be at least 1, got {getattr(args, name)}")
     return RenderOptions(
         device=selector_from_env(args.device), share_devices=args.share_devices,
+        workers=args.workers,
         video=not args.no_video, restart=getattr(args, "restart", False), verify=args.verify,
         sync_every=args.sync_every, check_space=not args.ignore_free_space,
         progress=not args.quiet,

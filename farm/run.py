@@ -1,10 +1,10 @@
 """Render and resume: from a job spec (or a store) to a complete store and a video.
 
-One process: the master runs in the main thread and one worker in a second
-thread on the chosen device. Under ``mpiexec -n N``: rank 0 is the master and
-the store's only writer, ranks 1..N-1 are workers, each bound to one device of
-its node. Both paths share the master and worker loops, so they produce the
-same store bit for bit.
+One process: the master runs in the main thread and one worker thread per device
+(every GPU the device selector gives, or one CPU device). Under ``mpiexec -n N``:
+rank 0 is the master and the store's only writer, ranks 1..N-1 are workers, each
+bound to one device of its node. Both paths share the master and worker loops, so
+they produce the same store bit for bit.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from farm import spec as specmod
-from farm.compute.device import DeviceInfo, bind_device
+from farm.compute.device import DeviceInfo, bind_device, bind_local
 from farm.compute.render import TileRenderer
 from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, StoreError, UsageError
 from farm.estimate import WorkEstimate, eta_seconds
@@ -43,6 +43,7 @@ from farm.timeline import WORKER_COUNTERS, MasterTiming
 class RenderOptions:
     device: str = "auto"  # see farm.compute.device
     share_devices: bool = False  # allow more workers than devices on a node
+    workers: int | None = None  # worker threads in one process (None: one per GPU, else 1)
     video: bool = True  # encode the video when the render completes
     restart: bool = False  # replace a store made by a different job
     verify: bool = False  # check every stored tile's crc before resuming
@@ -176,20 +177,28 @@ def _finish(report: MasterReport | None, store_path: Path, video: str | None,
 
 
 def _run_in_process(plan: Plan, orbit: np.ndarray | None, store_path: Path,
-                    options: RenderOptions, bound: tuple[DeviceInfo, Any],
+                    options: RenderOptions, bound: list[tuple[DeviceInfo, Any]],
                     timing: MasterTiming) -> MasterReport | None:
-    info, device = bound
-    print(f"farm: rendering on {info.describe()}", file=sys.stderr)
-    link = transport.ThreadMaster([0])
-    thread = threading.Thread(
-        target=run_worker, name="farm-worker", daemon=True,
-        args=(plan, lambda: TileRenderer(device, info, plan, reference=orbit), link.link(0)))
-    thread.start()
+    """The master in this thread, one worker thread per device (every GPU of the
+    machine: tiles reach the writer by reference, and no launcher starts processes)."""
+    for info, _ in bound:
+        print(f"farm: rendering on {info.describe()}", file=sys.stderr)
+    ranks = list(range(len(bound)))
+    link = transport.ThreadMaster(ranks)
+    threads = []
+    for rank, (info, device) in zip(ranks, bound, strict=True):
+        def make(info: DeviceInfo = info, device: Any = device) -> TileRenderer:
+            return TileRenderer(device, info, plan, reference=orbit)
+        threads.append(threading.Thread(target=run_worker, name=f"farm-worker-{rank}", daemon=True,
+                                        args=(plan, make, link.link(rank))))
+    for t in threads:
+        t.start()
     try:
-        return _master_session(plan, store_path, link, 1, options, timing)
+        return _master_session(plan, store_path, link, len(bound), options, timing)
     finally:
-        link.release(0)
-        thread.join(timeout=10)
+        for rank, t in zip(ranks, threads, strict=True):
+            link.release(rank)
+            t.join(timeout=10)
 
 
 def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = None,
@@ -201,7 +210,7 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
     if comm is not None:
         return _render_mpi(comm, lambda: (spec, store_path, video), options)
     _check_paths(store_path, video, options)
-    bound = bind_device(options.device)  # before anything is written: no device, no store
+    bound = bind_local(options.device, options.workers)  # before anything is written
     timing = MasterTiming()
     with StoreLock(store_path):
         plan, orbit = prepare_store(spec, store_path, options.restart, options.progress,

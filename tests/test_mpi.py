@@ -73,6 +73,20 @@ def test_mpi_store_is_bitwise_identical_to_one_process(tmp_path, job_and_referen
         assert run["process_started"] <= run["started"] <= run["render_ended"] <= run["ended"]
 
 
+def test_worker_threads_in_one_process_give_the_same_store(tmp_path, job_and_reference):
+    """One process with a worker thread per device (two threads on the one CPU device
+    here, as two GPUs would have): the same store as one worker."""
+    job, single = job_and_reference
+    store = tmp_path / "threads.h5"
+    result = run_farm("render", str(job), "--store", str(store), "--no-video", "--quiet",
+                      "--workers", "2", env={"FARM_TEST_TILE_DELAY": "0.05"})
+    assert result.returncode == 0, result.stderr
+    assert_same_store(store, single)
+    with h5py.File(store) as f:
+        assert set(np.unique(f["tiles/rank"][...])) == {0, 1}  # both threads rendered
+        assert f["runs"]["workers"][0] == 2
+
+
 def test_more_workers_than_devices_is_refused(tmp_path, job_and_reference):
     job, _ = job_and_reference
     store = tmp_path / "refused.h5"
