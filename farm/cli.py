@@ -32,12 +32,19 @@ def _add_render_options(p: argparse.ArgumentParser) -> None:
                    help="auto | gpu | cpu | P:D as listed by `farm devices` (env FARM_DEVICE)")
     p.add_argument("--share-devices", action="store_true",
                    help="allow more workers than devices on a node (CPU/PoCL runs)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="worker threads in one process (default: one per GPU, else 1; under "
+                   "mpiexec the ranks are the workers)")
     p.add_argument("--verify", action="store_true",
                    help="check every stored tile's checksum before resuming (tiles written "
                    "after the store's last sync are always checked)")
     p.add_argument("--sync-every", type=float, default=10.0, metavar="S",
                    help="seconds between fdatasyncs of the store (default 10): what a power "
                    "loss can cost; a killed process loses nothing written")
+    p.add_argument("--ignore-free-space", action="store_true",
+                   help="start even when the store's file system has less free space than "
+                   "the finished store needs (a full disk then stops the render like an "
+                   "interrupt)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     g = p.add_argument_group("scheduling")
     g.add_argument("--depth", type=int, default=4, help="tiles held per worker (default 4)")
@@ -83,8 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fps", type=int, help="frames per second (default: animation.fps)")
     p.add_argument("--crf", type=int, help="x264 quality, 0-51, lower is better (default: output.crf)")
 
-    p = sub.add_parser("validate", help="check a job spec and print its plan")
+    p = sub.add_parser("validate", help="check a job spec and print its plan",
+                       description="Check JOB and print its plan: frames, formats, iteration "
+                       "limits, store size against the free space, and a time bound at the "
+                       "rates `farm bench` measured on this machine's device. Writes nothing.")
     p.add_argument("job", metavar="JOB.toml")
+    p.add_argument("--device", metavar="SEL", help="device the time estimate is for (env FARM_DEVICE)")
     p.add_argument("--json", action="store_true", help="the plan as JSON (for scripts)")
 
     p = sub.add_parser("devices", help="list OpenCL devices and the one a render would use")
@@ -105,13 +116,14 @@ def _render_options(args: argparse.Namespace):
     from farm.run import RenderOptions
     from farm.schedule.master import MasterOptions
 
-    for name in ("depth", "attempts"):
-        if getattr(args, name) < 1:
+    for name in ("depth", "attempts", "workers"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name}: must be at least 1, got {getattr(args, name)}")
     return RenderOptions(
         device=selector_from_env(args.device), share_devices=args.share_devices,
+        workers=args.workers,
         video=not args.no_video, restart=getattr(args, "restart", False), verify=args.verify,
-        sync_every=args.sync_every,
+        sync_every=args.sync_every, check_space=not args.ignore_free_space,
         progress=not args.quiet,
         master=MasterOptions(depth=args.depth, max_attempts=args.attempts,
                              timeout=args.worker_timeout, grace=args.grace))
@@ -161,8 +173,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
     plan = make_plan(job)
     specmod.check_writable(job.output.store, "output.store")
     specmod.check_writable(job.output.video, "output.video")
-    print(json.dumps(plan_info(plan, args.job)) if args.json else plan_summary(plan, args.job))
+    device = _estimate_device(args.device)
+    print(json.dumps(plan_info(plan, args.job, device)) if args.json
+          else plan_summary(plan, args.job, device))
     return 0
+
+
+def _estimate_device(selector: str | None) -> str | None:
+    """The name of the device a render would use, for a time estimate (None without one)."""
+    from farm.compute.device import candidates, selector_from_env
+
+    try:
+        return candidates(selector_from_env(selector))[0][0].name
+    except FarmError:
+        return None
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -215,6 +239,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from farm.compute.device import selector_from_env
 
     rows = run_bench(selector_from_env(args.device), args.formats.split(","), args.workload)
+    if rows:  # for time estimates in `farm validate` (farm/rates.py)
+        from farm import rates
+
+        rates.remember(rows[0].device, {r.format: r.giters for r in rows})
     if args.json:
         print(json.dumps([r.__dict__ for r in rows], indent=2))
     else:

@@ -26,7 +26,47 @@ def _count(n: float) -> str:
     return f"{n:.0f}"
 
 
-def plan_summary(plan: Plan, source: str) -> str:
+def _work_by_format(plan: Plan) -> dict[str, int]:
+    w, h = plan.spec.size
+    out: dict[str, int] = {}
+    for f in plan.frames:
+        out[f.precision] = out.get(f.precision, 0) + w * h * f.max_iter
+    return out
+
+
+def _storage_lines(plan: Plan) -> list[str]:
+    from pathlib import Path
+
+    from farm.store import layout, space
+
+    path = Path(plan.spec.output.store)
+    size, free = layout.store_bytes(plan), space.free(path) + space.allocated(path)
+    fits = "" if size <= free else "  -- does not fit: `farm render` will refuse it"
+    return [f"store      {plan.spec.output.store}",
+            f"store size {space.human(size)} when complete ({space.human(free)} free there){fits}"]
+
+
+def _time_line(plan: Plan, device: str | None) -> str:
+    from farm import rates
+
+    if device is None:
+        return "time       no OpenCL device here to estimate for"
+    bound = rates.time_bound(_work_by_format(plan), device)
+    if bound is None:
+        return f"time       run `farm bench` once on {device} for a time estimate"
+    return (f"time       at most {_duration(bound)} of device time on {device} (the work bound at "
+            "the rates `farm bench` measured; escaping pixels and skipping make it less)")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds / 3600:.3g} h"
+
+
+def plan_summary(plan: Plan, source: str, device: str | None = None) -> str:
     spec = plan.spec
     w, h = spec.size
     first, last = plan.frames[0], plan.frames[-1]
@@ -47,14 +87,18 @@ def plan_summary(plan: Plan, source: str) -> str:
         f"pixels     {_count(pixels)} in all",
         f"work       at most {_count(plan.work_bound())}iter "
         "(if every pixel ran to max iter; escaping pixels cost less)",
-        f"store      {spec.output.store}",
+        _time_line(plan, device),
+        *_storage_lines(plan),
         f"video      {spec.output.video} (crf {spec.output.crf})",
     ]
     return "\n".join(lines)
 
 
-def plan_info(plan: Plan, source: str) -> dict[str, Any]:
+def plan_info(plan: Plan, source: str, device: str | None = None) -> dict[str, Any]:
     """The plan as data, for ``farm validate --json`` and scripts (slurm/submit.sh)."""
+    from farm import rates
+    from farm.store import layout
+
     spec = plan.spec
     return {
         "job": source,
@@ -69,6 +113,9 @@ def plan_info(plan: Plan, source: str) -> dict[str, Any]:
         "pixels": spec.size[0] * spec.size[1] * len(plan.frames),
         "work_bound_iterations": plan.work_bound(),
         "store": spec.output.store,
+        "store_bytes": layout.store_bytes(plan),
+        "device": device,
+        "device_seconds_bound": rates.time_bound(_work_by_format(plan), device) if device else None,
         "video": spec.output.video,
     }
 
@@ -88,12 +135,24 @@ def status_text(info: dict[str, Any]) -> str:
         f"tiles      {done}/{total} ({100 * done / total:.1f}%), "
         f"{info['tiles_per_frame']} per frame",
     ]
+    holder = info.get("rendering")
+    if holder is not None:
+        from farm.store.lock import describe
+
+        lines.append(f"rendering  {describe(holder)}")
+    elif not info["complete"]:
+        lines.append(f"rendering  nothing is rendering it; `farm resume {info['store']}` continues")
     run = info.get("run")
     if run:
         lines.append(f"run        #{run['index']} of {info['runs']}: {run['workers']} worker(s), "
                      f"{run['tiles']} tile(s)")
         if "tiles_per_s" in run:
-            eta = "done" if not run["eta_s"] else f"ETA {run['eta_s']:.0f} s"
+            if info["complete"]:
+                eta = "done"
+            elif "eta_s" in run:
+                eta = f"ETA {run['eta_s']:.0f} s (from the device time of finished frames)"
+            else:
+                eta = "stopped"
             lines.append(f"rate       {run['tiles_per_s']:.3g} tiles/s over {run['elapsed_s']:.1f} s; "
                          f"{eta}; last tile {run['last_tile_age_s']:.0f} s ago")
             busy = ", ".join(f"rank {r}: {b:.2f} s ({100 * run['busy_share'][r]:.0f}%)"
@@ -101,12 +160,40 @@ def status_text(info: dict[str, Any]) -> str:
             lines.append(f"busy       {busy}")
             lines.append(f"balance    max/mean busy = {run['balance_max_over_mean']}")
         if "master_busy_share" in run:
-            lines.append(f"master     busy {100 * run['master_busy_share']:.1f}% of the run's "
-                         f"{run['wall_s']:.1f} s (receiving, scheduling); its writer thread "
-                         f"{100 * run['writer_busy_share']:.1f}%")
+            lines.extend(timeline_lines(run))
     lines.append("per frame  (# done, + started, . waiting)")
     lines.append(_frame_strip(info["frame_progress"]))
     return "\n".join(lines)
+
+
+def timeline_lines(run: dict[str, Any]) -> list[str]:
+    """Where a run's wall time went (farm/timeline.py), from ``farm status``'s run."""
+    t = run.get("timeline") or {}
+    if not t.get("ended"):
+        return ["timeline   (the run has not ended)"]
+    begin = t["process_started"] or t["started"]
+    render_end = t["render_ended"] or t["ended"]
+    end = max(t["ended"], t["video_ended"])
+    startup = max(0.0, t["started"] - begin - t["reference_s"])
+    render = render_end - t["started"]
+    phases = [f"start-up {startup:.2f} s", f"reference orbit {t['reference_s']:.2f} s",
+              f"render {render:.2f} s"]
+    if t["video_ended"]:
+        phases.append(f"video after the last tile {t['video_ended'] - render_end:.2f} s")
+    lines = [f"timeline   {end - begin:.2f} s in all: " + ", ".join(phases)]
+    workers = max(1, t["workers"])
+    share = 100 * t["gpu_s"] / (workers * render) if render > 0 else 0.0
+    lines.append(
+        f"  workers  ({workers}) GPU busy {t['gpu_s']:.2f} s ({share:.0f}% of {workers} x render), "
+        f"preparing frames {t['prep_s']:.2f} s, kernel builds {t['build_s']:.2f} s, device set-up "
+        f"{t['setup_s']:.2f} s, sending {t['send_s']:.2f} s, idle {t['idle_s']:.2f} s")
+    master = (f"  master   loop {t['master_busy']:.2f} s (receiving {t['master_receive']:.2f} s), "
+              f"writer thread {t['writer_busy']:.2f} s")
+    if t["video_frames"]:
+        master += (f"; video {t['video_frames']} frames: colouring {t['color_s']:.2f} s, "
+                   f"encoding {t['encode_s']:.2f} s")
+    lines.append(master)
+    return lines
 
 
 def devices_text(selector: str | None) -> str:
@@ -138,7 +225,9 @@ def devices_text(selector: str | None) -> str:
         lines.append(f"{mark} {info.describe()}" + (f"\n      cannot compile kernels: {problem}"
                                                     if problem else ""))
     if chosen:
-        lines.append(f"* = candidates for --device {sel}; one process uses {chosen[0].ref}, "
+        gpus = [i.ref for i in chosen if i.kind == "GPU"]
+        local = f"every GPU ({', '.join(gpus)})" if gpus else chosen[0].ref
+        lines.append(f"* = candidates for --device {sel}; one process uses {local}, "
                      f"MPI worker k of a node uses candidate k")
     if error:
         lines.append(f"selector {sel!r}: {error}")

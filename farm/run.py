@@ -1,18 +1,20 @@
 """Render and resume: from a job spec (or a store) to a complete store and a video.
 
-One process: the master runs in the main thread and one worker in a second
-thread on the chosen device. Under ``mpiexec -n N``: rank 0 is the master and
-the store's only writer, ranks 1..N-1 are workers, each bound to one device of
-its node. Both paths share the master and worker loops, so they produce the
-same store bit for bit.
+One process: the master runs in the main thread and one worker thread per device
+(every GPU the device selector gives, or one CPU device). Under ``mpiexec -n N``:
+rank 0 is the master and the store's only writer, ranks 1..N-1 are workers, each
+bound to one device of its node. Both paths share the master and worker loops, so
+they produce the same store bit for bit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,27 +22,33 @@ from typing import Any
 import numpy as np
 
 from farm import spec as specmod
-from farm.compute.device import DeviceInfo, bind_device
+from farm.compute.device import DeviceInfo, bind_device, bind_local
 from farm.compute.render import TileRenderer
 from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, StoreError, UsageError
+from farm.estimate import WorkEstimate, eta_seconds
 from farm.plan import Plan, make_plan
 from farm.progress import Progress
+from farm.report import timeline_lines
 from farm.schedule import transport
 from farm.schedule.master import STOP_SIGNALS, MasterOptions, MasterReport, run_master
 from farm.schedule.worker import run_worker
-from farm.store import layout
+from farm.store import layout, space
+from farm.store.lock import StoreLock
 from farm.store.reader import Store
 from farm.store.writer import StoreWriter
+from farm.timeline import WORKER_COUNTERS, MasterTiming
 
 
 @dataclass(frozen=True)
 class RenderOptions:
     device: str = "auto"  # see farm.compute.device
     share_devices: bool = False  # allow more workers than devices on a node
+    workers: int | None = None  # worker threads in one process (None: one per GPU, else 1)
     video: bool = True  # encode the video when the render completes
     restart: bool = False  # replace a store made by a different job
     verify: bool = False  # check every stored tile's crc before resuming
     sync_every: float = 10.0  # seconds between fdatasyncs of the store
+    check_space: bool = True  # refuse a store its file system cannot hold
     progress: bool = True
     master: MasterOptions = field(default_factory=MasterOptions)
 
@@ -50,24 +58,35 @@ def _differences(a: specmod.JobSpec, b: specmod.JobSpec) -> list[str]:
     return [k for k in pa if pa[k] != pb[k]]
 
 
-def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool,
-                  progress: bool = True) -> tuple[Plan, np.ndarray | None]:
+def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bool = True,
+                  check_space: bool = True,
+                  timing: MasterTiming | None = None) -> tuple[Plan, np.ndarray | None]:
     """Create the store for ``spec``, or check that the existing one is for the same
     job (then it resumes). ``restart`` replaces an existing store. Returns the plan and
-    the reference orbit of its perturbed frames (computed once, kept in the store)."""
+    the reference orbit of its perturbed frames (computed once, kept in the store).
+    With ``check_space``, a store its file system cannot hold is refused first;
+    ``timing`` counts the seconds of the reference orbit."""
     specmod.check_writable(path, "output.store")
-    if path.exists() and restart:
-        path.unlink()
-    elif path.exists():
+    if path.exists() and not restart:
         with Store(path) as old:
             diff = _differences(old.spec, spec)
             if not diff:
-                return old.plan(), old.reference()
+                plan = old.plan()
+                if check_space:
+                    space.check(path, layout.store_bytes(plan), "output.store")
+                return plan, old.reference()
         raise StoreError(
             f"output.store: {path} holds a different job (differs in {', '.join(diff)}); "
             "use --restart to replace it, or --store to choose another path")
     plan = make_plan(spec)
+    if check_space:
+        space.check(path, layout.store_bytes(plan), "output.store", replacing=restart)
+    if path.exists():
+        path.unlink()
+    t0 = time.perf_counter()
     orbit = compute_reference(plan, progress)
+    if timing is not None:
+        timing.reference_s += time.perf_counter() - t0
     layout.create(path, plan, orbit)
     return plan, orbit
 
@@ -88,7 +107,18 @@ def compute_reference(plan: Plan, progress: bool = True) -> np.ndarray | None:
 
 
 def _master_session(plan: Plan, store_path: Path, link: transport.MasterLink, workers: int,
-                    options: RenderOptions) -> MasterReport | None:
+                    options: RenderOptions, timing: MasterTiming) -> MasterReport | None:
+    try:
+        return _write_session(plan, store_path, link, workers, options, timing)
+    except OSError as err:  # a disk that fills outside the writer thread (run row, sync)
+        if not space.is_disk_full(err):
+            raise
+        raise Interrupted(f"{space.disk_full_reason(store_path, err)}; {store_path} keeps every "
+                          f"finished tile: `farm resume {store_path}` continues") from None
+
+
+def _write_session(plan: Plan, store_path: Path, link: transport.MasterLink, workers: int,
+                   options: RenderOptions, timing: MasterTiming) -> MasterReport | None:
     with StoreWriter(store_path, plan, workers=workers, sync_every=options.sync_every) as writer:
         bad = writer.recover(full=options.verify)
         if bad:
@@ -97,15 +127,34 @@ def _master_session(plan: Plan, store_path: Path, link: transport.MasterLink, wo
         pending = writer.pending()
         if not pending:
             return None
-        bar = Progress(plan.tasks, "render", done=plan.tasks - len(pending))
+        estimate = WorkEstimate(writer.done, writer.meta["tiles/seconds"])
+        device_s = [0.0]  # this run's device seconds so far
+        worker_counters: dict[int, tuple[float, ...]] = {}  # each worker's latest totals
+
+        def observe(batch: list) -> None:
+            for r in batch:
+                estimate.add(r.frame, r.tile, r.seconds)
+                device_s[0] += r.seconds
+                worker_counters[r.rank] = r.counters
+
+        bar = Progress(plan.tasks, "render", done=plan.tasks - len(pending),
+                       eta=lambda wall: eta_seconds(estimate.remaining_device_s(), device_s[0], wall))
         bar.enabled = options.progress
         try:
-            report = run_master(writer, link, options.master, bar)
+            report = run_master(writer, link, options.master, bar, on_batch=observe)
         finally:
             bar.close()
-        writer.end_run(report.busy_s, report.writer_busy_s, report.receive_s)
+        timeline = {"master_busy": report.busy_s, "writer_busy": report.writer_busy_s,
+                    "master_receive": report.receive_s,
+                    "process_started": timing.process_started, "render_ended": time.time(),
+                    "gpu_s": device_s[0], "reference_s": timing.reference_s}
+        for k, name in enumerate(WORKER_COUNTERS):
+            timeline[f"{name}_s"] = sum(c[k] for c in worker_counters.values() if len(c) > k)
+        writer.end_run(timeline)
         if options.progress:
-            print(f"farm: {report.summary()}", file=sys.stderr)
+            with Store(store_path) as store:
+                lines = timeline_lines(store.status()["run"])
+            print("\n".join(f"farm: {line}" for line in lines), file=sys.stderr)
         return report
 
 
@@ -128,19 +177,28 @@ def _finish(report: MasterReport | None, store_path: Path, video: str | None,
 
 
 def _run_in_process(plan: Plan, orbit: np.ndarray | None, store_path: Path,
-                    options: RenderOptions) -> MasterReport | None:
-    info, device = bind_device(options.device)
-    print(f"farm: rendering on {info.describe()}", file=sys.stderr)
-    link = transport.ThreadMaster([0])
-    thread = threading.Thread(
-        target=run_worker, name="farm-worker", daemon=True,
-        args=(plan, lambda: TileRenderer(device, info, plan, reference=orbit), link.link(0)))
-    thread.start()
+                    options: RenderOptions, bound: list[tuple[DeviceInfo, Any]],
+                    timing: MasterTiming) -> MasterReport | None:
+    """The master in this thread, one worker thread per device (every GPU of the
+    machine: tiles reach the writer by reference, and no launcher starts processes)."""
+    for info, _ in bound:
+        print(f"farm: rendering on {info.describe()}", file=sys.stderr)
+    ranks = list(range(len(bound)))
+    link = transport.ThreadMaster(ranks)
+    threads = []
+    for rank, (info, device) in zip(ranks, bound, strict=True):
+        def make(info: DeviceInfo = info, device: Any = device) -> TileRenderer:
+            return TileRenderer(device, info, plan, reference=orbit)
+        threads.append(threading.Thread(target=run_worker, name=f"farm-worker-{rank}", daemon=True,
+                                        args=(plan, make, link.link(rank))))
+    for t in threads:
+        t.start()
     try:
-        return _master_session(plan, store_path, link, 1, options)
+        return _master_session(plan, store_path, link, len(bound), options, timing)
     finally:
-        link.release(0)
-        thread.join(timeout=10)
+        for rank, t in zip(ranks, threads, strict=True):
+            link.release(rank)
+            t.join(timeout=10)
 
 
 def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = None,
@@ -151,10 +209,23 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
     comm = transport.mpi_world()
     if comm is not None:
         return _render_mpi(comm, lambda: (spec, store_path, video), options)
+    _check_paths(store_path, video, options)
+    bound = bind_local(options.device, options.workers)  # before anything is written
+    timing = MasterTiming()
+    with StoreLock(store_path):
+        plan, orbit = prepare_store(spec, store_path, options.restart, options.progress,
+                                    options.check_space, timing)
+        report = _run_in_process(plan, orbit, store_path, options, bound, timing)
+        return _finish(report, store_path, video, options)
+
+
+
+def _check_paths(store_path: Path, video: str, options: RenderOptions) -> None:
+    """Every output path, before any work: one line and exit 2 for a path that
+    cannot be written."""
+    specmod.check_writable(store_path, "output.store")
     if options.video:
         specmod.check_writable(video, "output.video")
-    plan, orbit = prepare_store(spec, store_path, options.restart, options.progress)
-    return _finish(_run_in_process(plan, orbit, store_path, options), store_path, video, options)
 
 
 def resume(store: str, video: str | None = None, options: RenderOptions = RenderOptions()) -> int:
@@ -196,26 +267,33 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
                 _mpi_worker(comm, plan, orbit, bound)
         return 0
     plan, orbit = None, None
+    held = contextlib.ExitStack()  # the store's lock, from the path check to the video
     try:
         if problems:
             kind = UsageError if all(k == "UsageError" for k, _ in problems) else DeviceError
             raise kind("; ".join(text for _, text in problems))
         spec, store_path, video = job()
-        if options.video:
-            specmod.check_writable(video, "output.video")
-        plan, orbit = prepare_store(spec, store_path, options.restart, options.progress)
+        _check_paths(store_path, video, options)
+        held.enter_context(StoreLock(store_path))
+        timing = MasterTiming()
+        plan, orbit = prepare_store(spec, store_path, options.restart, options.progress,
+                                    options.check_space, timing)
+    except BaseException:
+        held.close()
+        raise
     finally:
         comm.bcast(plan, root=0)  # None tells the workers to go home
-    transport.bcast_array(comm, orbit)
-    link = transport.MpiMaster(comm, plan.channels)
-    print(f"farm: master on {host}, {len(link.workers)} worker(s)", file=sys.stderr)
-    try:
-        report = _master_session(plan, store_path, link, len(link.workers), options)
-    finally:
-        for w in link.workers:  # idempotent: workers already released ignore it
-            link.release(w)
-        link.drain()
-    return _finish(report, store_path, video, options)
+    with held:
+        transport.bcast_array(comm, orbit)
+        link = transport.MpiMaster(comm, plan.channels)
+        print(f"farm: master on {host}, {len(link.workers)} worker(s)", file=sys.stderr)
+        try:
+            report = _master_session(plan, store_path, link, len(link.workers), options, timing)
+        finally:
+            for w in link.workers:  # idempotent: workers already released ignore it
+                link.release(w)
+            link.drain()
+        return _finish(report, store_path, video, options)
 
 
 def _mpi_worker(comm, plan: Plan, orbit: np.ndarray | None, bound: tuple[DeviceInfo, Any]) -> None:

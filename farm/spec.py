@@ -13,6 +13,7 @@ store alone says how to resume it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import hashlib
@@ -69,7 +70,9 @@ class Iterations:
 @dataclass(frozen=True)
 class Render:
     precision: str = "auto"
-    tile: tuple[int, int] = (1024, 1024)  # (width, height) pixels; also the store's chunk
+    # (width, height) pixels, the unit of work and the store's chunk; "auto": the image
+    # cut into equal tiles of at most 1024x1024 (farm.plan.tiles.TileGrid.auto)
+    tile: tuple[int, int] | str = "auto"
     distance: bool = False  # store the distance estimate (channel "distance")
 
 
@@ -183,6 +186,14 @@ def _size(value: Any, field: str) -> tuple[int, int]:
     return (w, h)
 
 
+def _tile(value: Any, field: str) -> tuple[int, int] | str:
+    if value == "auto":
+        return "auto"
+    if isinstance(value, str):
+        raise SpecError(field, f'must be "auto" or [width, height] in pixels, got {value!r}')
+    return _pair(_int_in(8, 4096), '"auto" or [width, height] in pixels')(value, field)
+
+
 def _max_iter(value: Any, field: str) -> int | str:
     if value == "auto":
         return "auto"
@@ -239,7 +250,7 @@ SCHEMA: dict[str, dict[str, tuple[Callable[[Any, str], Any], Any]]] = {
     },
     "render": {
         "precision": (_choice(PRECISIONS), "auto"),
-        "tile": (_pair(_int_in(8, 4096), "[width, height] in pixels"), (1024, 1024)),
+        "tile": (_tile, "auto"),
         "distance": (_bool, False),
     },
     "color": {
@@ -299,10 +310,17 @@ def from_dict(data: dict[str, Any], name: str = "job", source: str | None = None
     return spec
 
 
+def _tile_size(spec: JobSpec) -> tuple[int, int]:
+    """The spec's tile size; for "auto", its bound 1024 x 1024."""
+    tile = spec.render.tile
+    return (1024, 1024) if isinstance(tile, str) else tile
+
+
 def tile_bytes(spec: JobSpec) -> int:
     """Bytes of one full tile's per-pixel data: 8 per sample (count and offset), 8 more
-    with the distance estimate."""
-    tw, th = spec.render.tile
+    with the distance estimate (at most, for ``tile = "auto"``: its tiles are at most
+    1024x1024)."""
+    tw, th = _tile_size(spec)
     w, h = spec.size
     per_sample = 16 if spec.render.distance else 8
     return min(tw, w) * min(th, h) * spec.image.samples * per_sample
@@ -310,8 +328,8 @@ def tile_bytes(spec: JobSpec) -> int:
 
 def _check_tile_bytes(spec: JobSpec, source: str | None) -> None:
     size = tile_bytes(spec)
-    if size > MAX_TILE_BYTES:
-        tw, th = spec.render.tile
+    if size > MAX_TILE_BYTES:  # never for "auto" tiles: 1024 x 1024 x 64 x 16 = 1 GiB
+        tw, th = _tile_size(spec)
         raise SpecError("render.tile", f"a {tw}x{th} tile with {spec.image.samples} samples per "
                         f"pixel holds {size / 2**30:.1f} GiB; at most 1 GiB: use a smaller tile",
                         source)
@@ -383,16 +401,53 @@ def spec_hash(spec: JobSpec) -> str:
     return hashlib.sha256(canonical_text(spec).encode()).hexdigest()[:16]
 
 
-def check_writable(path: str | os.PathLike[str], field: str) -> None:
-    """Raise SpecError unless ``path`` could be created or overwritten. Writes nothing."""
-    p = Path(path).absolute()
-    if p.is_dir():
-        raise SpecError(field, f"{path} is a directory, not a file")
+def _probe_directory(directory: Path) -> str | None:
+    """Why no file can be created in ``directory`` (one phrase), or None when one can.
+
+    Creates and at once removes a hidden empty file: os.access says yes to root on a
+    read-only mount or in /proc, where creating a file still fails."""
+    probe = directory / f".farm-probe-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as err:
+        return err.strerror.lower() if err.strerror else str(err)
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return None
+
+
+def _existing_ancestor(p: Path, field: str, path: object) -> Path:
+    """The nearest folder of ``p`` that exists (the ones below it would be created)."""
     parent = p.parent
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
         raise SpecError(field, f"cannot create {path}: {parent} is not a directory")
-    target = p if p.exists() else parent
-    if not os.access(target, os.W_OK):
-        raise SpecError(field, f"cannot write {path}: {target} is not writable")
+    return parent
+
+
+def check_writable(path: str | os.PathLike[str], field: str) -> None:
+    """Raise SpecError unless the file ``path`` could be created or overwritten (its
+    missing folders too). Leaves nothing behind."""
+    p = Path(path).absolute()
+    if p.is_dir():
+        raise SpecError(field, f"{path} is a directory, not a file")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise SpecError(field, f"cannot write {path}: permission denied")
+    folder = _existing_ancestor(p, field, path)
+    problem = _probe_directory(folder)
+    if problem:
+        raise SpecError(field, f"cannot write {path}: {problem} in {folder}")
+
+
+def check_directory(path: str | os.PathLike[str], field: str) -> None:
+    """Raise SpecError unless files could be written into the folder ``path`` (created
+    if missing). Leaves nothing behind."""
+    p = Path(path).absolute()
+    if p.exists() and not p.is_dir():
+        raise SpecError(field, f"{path} is a file, not a directory")
+    folder = p if p.is_dir() else _existing_ancestor(p, field, path)
+    problem = _probe_directory(folder)
+    if problem:
+        raise SpecError(field, f"cannot write into {path}: {problem} in {folder}")

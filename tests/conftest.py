@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -18,6 +19,10 @@ import pytest
 
 from farm import spec as specmod
 from farm.compute.device import build_problem, list_devices
+
+# `farm bench` remembers kernel rates for `farm validate` (farm/rates.py): keep the
+# tests' measurements out of the user's cache.
+os.environ.setdefault("FARM_RATES", os.path.join(tempfile.mkdtemp(prefix="farm-rates-"), "rates.json"))
 
 
 def _devices():

@@ -65,6 +65,25 @@ def test_mpi_store_is_bitwise_identical_to_one_process(tmp_path, job_and_referen
     assert_same_store(store, single)
     with h5py.File(store) as f:
         assert set(np.unique(f["tiles/rank"][...])) == {1, 2}  # both workers rendered
+        run = f["runs"][0]
+        assert run["workers"] == 2
+        # the timeline: workers' counters crossed MPI, device time matches the tiles'
+        assert run["setup_s"] > 0 and run["prep_s"] > 0
+        assert np.isclose(run["gpu_s"], f["tiles/seconds"][...].astype(np.float64).sum(), rtol=1e-4)
+        assert run["process_started"] <= run["started"] <= run["render_ended"] <= run["ended"]
+
+
+def test_worker_threads_in_one_process_give_the_same_store(tmp_path, job_and_reference):
+    """One process with a worker thread per device (two threads on the one CPU device
+    here, as two GPUs would have): the same store as one worker."""
+    job, single = job_and_reference
+    store = tmp_path / "threads.h5"
+    result = run_farm("render", str(job), "--store", str(store), "--no-video", "--quiet",
+                      "--workers", "2", env={"FARM_TEST_TILE_DELAY": "0.05"})
+    assert result.returncode == 0, result.stderr
+    assert_same_store(store, single)
+    with h5py.File(store) as f:
+        assert set(np.unique(f["tiles/rank"][...])) == {0, 1}  # both threads rendered
         assert f["runs"]["workers"][0] == 2
 
 

@@ -27,8 +27,8 @@ frame, kept for the last few).
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,11 +40,12 @@ import pyopencl.cltypes as clt
 import farm.numerics as num
 from farm.compute import programs
 from farm.compute.device import DeviceInfo
-from farm.numerics.axes import sample_axis
+from farm.numerics.axes import encode_exact, exact_axis, sample_axis
 from farm.numerics.bla import bla_table
 from farm.numerics.encode import ENCODERS
 from farm.plan import FramePlan, Plan, Tile, precision
 from farm.plan import samples as sample_pattern
+from farm.timeline import Counters
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class TileResult:
     hist_bins: np.ndarray  # int64 counts n that occur in the tile, ascending
     hist_counts: np.ndarray  # int64 pixels per bin
     kernel_seconds: float  # device time of the kernel (profiling events)
+    counters: tuple[float, ...] = ()  # the worker's running totals (farm.timeline.WORKER_COUNTERS)
 
     @property
     def iterations(self) -> np.ndarray:
@@ -122,18 +124,6 @@ def _scalar(fmt: str, value: object) -> np.generic:
     return np.ascontiguousarray(enc[0]).view(vector)[0]
 
 
-def _recent(cache: collections.OrderedDict, key: int, build: Callable[[], Any],
-            keep: int = 4) -> Any:
-    """cache[key], built on first use; only the ``keep`` most recently used entries stay."""
-    if key in cache:
-        cache.move_to_end(key)
-        return cache[key]
-    value = cache[key] = build()
-    while len(cache) > keep:
-        cache.popitem(last=False)
-    return value
-
-
 def channel_options(plan: Plan) -> tuple[str, ...]:
     """Build options for the plan's channels: -DSAMPLES=N (N > 1), -DDISTANCE."""
     opts: tuple[str, ...] = ()
@@ -152,6 +142,7 @@ class TileRenderer:
                  reference: np.ndarray | None = None, skipping: bool = True):
         self.info = info
         self.plan = plan
+        self.counters = Counters()  # kernel builds and per-frame preparation, in seconds
         self.config = config or LaunchConfig.for_device(info)
         self.ctx = cl.Context([device])
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
@@ -171,10 +162,11 @@ class TileRenderer:
             self.orbit = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                    hostbuf=orbit)
             self.orbit_len = len(orbit)
-        # per-frame state, kept for the last few frames (see _recent)
-        self._axes: collections.OrderedDict[int, tuple[np.ndarray, np.ndarray]] = (
+        # per-frame state (coordinate axes, or a perturbed frame's arguments), built on a
+        # thread of its own ahead of need (prepare), kept for the last few frames
+        self._prep = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="farm-prep")
+        self._states: collections.OrderedDict[int, concurrent.futures.Future] = (
             collections.OrderedDict())
-        self._perturbed: collections.OrderedDict[int, list] = collections.OrderedDict()
 
     def _new_slot(self) -> _Slot:
         mf, grid = cl.mem_flags, self.plan.grid
@@ -195,30 +187,48 @@ class TileRenderer:
                      cl.Buffer(self.ctx, mf.READ_ONLY, per_axis * grid.tile_h), outputs,
                      cl.Buffer(self.ctx, mf.READ_WRITE, 8 * self.plan.bins), staging, pinned)
 
-    # ----------------------------------------------------------------- coordinates
+    # ----------------------------------------------------------------- per-frame state
+    def prepare(self, frame: FramePlan, keep: int = 8) -> concurrent.futures.Future:
+        """Start building the frame's state on the preparation thread (once); the worker
+        calls this for the frames of the tiles it has queued, so the host work of a new
+        frame overlaps the kernels of the one before. The ``keep`` most recent stay."""
+        future = self._states.get(frame.index)
+        if future is None:
+            future = self._states[frame.index] = self._prep.submit(self._build_state, frame)
+            while len(self._states) > keep:
+                self._states.popitem(last=False)
+        else:
+            self._states.move_to_end(frame.index)
+        return future
+
+    def _build_state(self, frame: FramePlan) -> Any:
+        with self.counters.timing("prep"):
+            if frame.precision == "perturb":
+                return self._build_frame_args(frame)
+            return self._build_axes(frame)
+
     def axes(self, frame: FramePlan) -> tuple[np.ndarray, np.ndarray]:
-        """(xs, ys) of the whole frame in its format, every (column, sample) and (row,
-        sample) (sample k of column i at i * N + k); the last few frames are kept."""
-        def build() -> tuple[np.ndarray, np.ndarray]:
-            spec = self.plan.spec
-            w, h = spec.size
-            cr, ci = spec.view.center
-            fmt = frame.precision
-            if self.plan.samples == 1:
-                encode = ENCODERS[fmt]
-                return (encode(num.axis(cr, frame.spacing, w, 0, w, +1, frame.bits)),
-                        encode(num.axis(ci, frame.spacing, h, 0, h, -1, frame.bits)))
-            offs = sample_pattern.offsets(self.plan.samples)  # (x right, y down) in 2^-16 px
-            return (sample_axis(cr, frame.spacing, w, [o[0] for o in offs], +1, frame.bits, fmt),
-                    sample_axis(ci, frame.spacing, h, [o[1] for o in offs], -1, frame.bits, fmt))
-        return _recent(self._axes, frame.index, build)
+        """(xs, ys) of the whole frame in a direct format: every (column, sample) and
+        (row, sample), sample k of column i at i * N + k."""
+        return self.prepare(frame).result()
+
+    def _build_axes(self, frame: FramePlan) -> tuple[np.ndarray, np.ndarray]:
+        spec = self.plan.spec
+        w, h = spec.size
+        cr, ci = spec.view.center
+        fmt = frame.precision
+        if self.plan.samples == 1:
+            return (encode_exact(fmt, *exact_axis(cr, frame.spacing, w, +1, frame.bits)),
+                    encode_exact(fmt, *exact_axis(ci, frame.spacing, h, -1, frame.bits)))
+        offs = sample_pattern.offsets(self.plan.samples)  # (x right, y down) in 2^-16 px
+        return (sample_axis(cr, frame.spacing, w, [o[0] for o in offs], +1, frame.bits, fmt),
+                sample_axis(ci, frame.spacing, h, [o[1] for o in offs], -1, frame.bits, fmt))
 
     def _frame_args(self, frame: FramePlan) -> list:
-        """The per-frame kernel arguments of a perturbed frame, kept for the last few
-        frames: the half pixel spacing (mantissa, exponent), the escape radius squared,
-        then the frame's BLA table (ab, r, offsets buffers, levels), levels 0 (no
-        skipping) when skipping is off."""
-        return _recent(self._perturbed, frame.index, lambda: self._build_frame_args(frame))
+        """The per-frame kernel arguments of a perturbed frame: the half pixel spacing
+        (mantissa, exponent), the escape radius squared, then the frame's BLA table (ab,
+        r, offsets buffers, levels), levels 0 (no skipping) when skipping is off."""
+        return self.prepare(frame).result()
 
     def _build_frame_args(self, frame: FramePlan) -> list:
         with num.workprec(frame.bits):
@@ -248,9 +258,10 @@ class TileRenderer:
             extra = ("-DPERTURB_FX",)
         key = fmt + "".join(extra)
         if key not in self._kernels:
-            prg = programs.build(self.ctx, (programs.FORMAT_SOURCES[fmt], "mandel.cl"),
-                                 self.options + extra)
-            self._kernels[key] = cl.Kernel(prg, "mandel")
+            with self.counters.timing("build"):
+                prg = programs.build(self.ctx, (programs.FORMAT_SOURCES[fmt], "mandel.cl"),
+                                     self.options + extra)
+                self._kernels[key] = cl.Kernel(prg, "mandel")
         return self._kernels[key]
 
     def _format_args(self, frame: FramePlan, tile: Tile, slot: _Slot) -> tuple[list, list, tuple]:
@@ -324,7 +335,7 @@ class TileRenderer:
         kev = launch.kernel_event
         seconds = (kev.profile.end - kev.profile.start) * 1e-9
         return TileResult(launch.frame.index, tile.index, arrays, bins.astype(np.int64), counts,
-                          seconds)
+                          seconds, self.counters.values())
 
     def render(self, frame: FramePlan, tile: Tile) -> TileResult:
         return self.finish(self.launch(frame, tile))

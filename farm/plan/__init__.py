@@ -175,4 +175,6 @@ def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None) ->
         frames.append(FramePlan(k, width, spacing, log10_s, max_iter, fmt,
                                 num.coordinate_bits(spacing)))
     _check_perturbed_channels(spec, frames)
-    return Plan(spec, tuple(frames), TileGrid.fitted(w_px, h_px, *spec.render.tile))
+    tile = spec.render.tile
+    grid = TileGrid.auto(w_px, h_px) if tile == "auto" else TileGrid.fitted(w_px, h_px, *tile)
+    return Plan(spec, tuple(frames), grid)

@@ -30,7 +30,10 @@ Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
                 workers, master_busy (seconds the master's loop spent receiving and
                 deciding), writer_busy (seconds its writer thread spent writing),
                 synced (unix time of the last fdatasync: everything before is on disk),
-                master_receive (seconds the master spent inside MPI receives)
+                master_receive (seconds the master spent inside MPI receives), and the
+                run's timeline (farm/timeline.py): process_started, render_ended,
+                video_ended (unix times), reference_s, gpu_s, setup_s, build_s, prep_s,
+                send_s, idle_s (workers' sums), color_s, encode_s, video_frames
 
 Chunks of edge tiles are full-sized; the part outside the image is zero. Storage
 that was never written reads as zero (a new file's unwritten ranges are holes).
@@ -49,11 +52,18 @@ import farm.numerics as num
 from farm.plan import Plan
 from farm.spec import canonical_text
 
-FORMAT = "zoomfarm-store/5"  # bump when the layout changes: readers refuse others
-RUNS = 4096
+FORMAT = "zoomfarm-store/6"  # bump when the layout changes: readers refuse others
+RUNS = 1024  # render and resume runs a store can record (the last row is reused after)
+# One row per render or resume: when it ran, and its timeline (farm/timeline.py).
+# Times are unix seconds; *_s fields are seconds of work (worker fields summed over
+# the run's workers).
 RUN_DTYPE = np.dtype([("started", "<f8"), ("workers", "<i4"), ("ended", "<f8"),
                       ("master_busy", "<f8"), ("writer_busy", "<f8"), ("synced", "<f8"),
-                      ("master_receive", "<f8")])
+                      ("master_receive", "<f8"),
+                      ("process_started", "<f8"), ("render_ended", "<f8"), ("video_ended", "<f8"),
+                      ("reference_s", "<f8"), ("gpu_s", "<f8"), ("setup_s", "<f8"),
+                      ("build_s", "<f8"), ("prep_s", "<f8"), ("send_s", "<f8"), ("idle_s", "<f8"),
+                      ("color_s", "<f8"), ("encode_s", "<f8"), ("video_frames", "<i4")])
 
 # name -> (dtype, shape kind); shape kinds: "pixels" (F,H,W), "tiles" (F,T), "frames" (F,)
 TILE_META = {
@@ -119,6 +129,24 @@ def create(path: str | os.PathLike[str], plan: Plan, orbit: np.ndarray | None = 
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def store_bytes(plan: Plan, orbit_length: int | None = None) -> int:
+    """Bytes the store takes once every tile is written: the pixel channels in full
+    chunks (edge tiles padded), the per-frame histograms and bookkeeping, the reference
+    orbit and the run table (HDF5's own metadata, a few kilobytes, is left out). The
+    file is sparse until tiles arrive, so this is what the render will fill."""
+    grid, f_count = plan.grid, len(plan.frames)
+    padded = grid.nx * grid.tile_w * grid.ny * grid.tile_h
+    total = sum(f_count * c.nbytes(padded) for c in plan.channels)
+    total += f_count * plan.bins * 8 + f_count * 1  # histogram, frame_done
+    per_tile = 1 + sum(np.dtype(d).itemsize for d in TILE_META.values())  # done + tiles/*
+    total += f_count * grid.count * per_tile
+    total += f_count * (40 + 8 + 16)  # frames/width, max_iter, precision
+    needs = plan.reference_needs()
+    if needs is not None:
+        total += 16 * (orbit_length or needs[1] + 1)
+    return total + RUNS * RUN_DTYPE.itemsize
 
 
 def _width_text(width: object) -> str:

@@ -16,9 +16,10 @@ import numpy as np
 
 from farm import spec as specmod
 from farm.errors import StoreError
+from farm.estimate import WorkEstimate, eta_seconds
 from farm.plan import Plan, make_plan
 from farm.raw import RawFrame
-from farm.store import layout
+from farm.store import layout, lock
 
 
 class Store:
@@ -108,7 +109,11 @@ class Store:
 
     # ------------------------------------------------------------------ progress
     def status(self, now: float | None = None) -> dict[str, Any]:
-        """Progress, rate, ETA and per-rank balance of the latest run (for ``farm status``)."""
+        """Progress, rate, ETA and per-rank balance of the latest run (for ``farm status``).
+
+        ``rendering`` names the process that renders the store now (its lock), or is
+        None; only then is there an ETA (``run.eta_s``), from the predicted device time
+        left (farm/estimate.py) at the run's rate."""
         now = time.time() if now is None else now
         done = self.done()
         frame_done = self.frame_done()
@@ -130,6 +135,7 @@ class Store:
             "frame_progress": [round(float(x), 4) for x in done.mean(axis=1)],
             "runs": int(len(run_ids)),
             "complete": bool(frame_done.all()),
+            "rendering": lock.holder(self.path),  # who renders now, or None
         }
         if len(run_ids) == 0:
             return out
@@ -137,6 +143,10 @@ class Store:
         mine = done & (run == last)
         out["run"] = {"index": last, "started": float(started[last]),
                       "workers": int(runs["workers"][last]), "tiles": int(mine.sum())}
+        row = runs[last]
+        out["run"]["timeline"] = {name: (int(row[name]) if name in ("workers", "video_frames")
+                                         else round(float(row[name]), 6))
+                                  for name in runs.dtype.names}
         if runs["ended"][last] > 0:
             wall = float(runs["ended"][last] - started[last])
             out["run"]["wall_s"] = round(wall, 3)
@@ -146,13 +156,16 @@ class Store:
             t_end = float(finished[mine].max())
             elapsed = max(t_end - float(started[last]), 1e-9)
             rate = float(mine.sum()) / elapsed
-            remaining = int((~done).sum())
             out["run"].update({
                 "elapsed_s": round(elapsed, 3),
                 "tiles_per_s": round(rate, 4),
-                "eta_s": round(remaining / rate, 1) if remaining else 0.0,
                 "last_tile_age_s": round(now - t_end, 1),
             })
+            remaining = WorkEstimate(done, seconds).remaining_device_s() or 0.0
+            out["remaining_device_s"] = round(remaining, 3)
+            eta = eta_seconds(remaining, float(seconds[mine].sum()), elapsed)
+            if out["rendering"] is not None and eta is not None:  # only a live render has an ETA
+                out["run"]["eta_s"] = round(max(0.0, eta - (now - t_end)), 1)
             busy = {int(r): float(seconds[mine & (rank == r)].sum()) for r in np.unique(rank[mine])}
             mean = sum(busy.values()) / len(busy)
             out["run"]["busy_s"] = {str(r): round(b, 3) for r, b in sorted(busy.items())}
