@@ -27,10 +27,14 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from farm.color.palettes import STOPS
+from farm.color.palettes import FILE_SUFFIXES, STOPS
 from farm.errors import SpecError
 
 PALETTES = tuple(STOPS)
+COLOR_METHODS = ("shade", "histogram", "smooth", "distance")
+ENCODE_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow",
+                  "slower", "veryslow")
+CODECS = ("auto", "libx264", "h264_nvenc")
 
 PRECISIONS = ("auto", "f64", "fp128", "quad-single", "perturb")
 MAX_ITER_LIMIT = 10_000_000  # histogram rows are max_iter+1 int64 bins
@@ -78,9 +82,13 @@ class Render:
 
 @dataclass(frozen=True)
 class Color:
-    palette: str = "classic"
+    method: str = "shade"  # see farm.color.methods
+    palette: str = "classic"  # a built-in name or a gradient file (.json, .txt)
     cycles: float = 3.0  # palette repetitions over the equalised range
     smoothing: int = 4  # frames on each side whose CDFs are averaged (0: none)
+    density: float = 1.0  # smooth: palette cycles per e-fold of the escape time
+    line_width: float = 1.0  # distance: filament lines, output pixels
+    light: tuple[float, float] = (135.0, 45.0)  # shade: azimuth, elevation, degrees
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,8 @@ class Output:
     store: str
     video: str
     crf: int = 18
+    preset: str = "faster"  # x264 preset (speed against size at the same quality)
+    codec: str = "auto"  # auto: h264_nvenc where it works, else libx264
 
 
 @dataclass(frozen=True)
@@ -226,6 +236,19 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
     return parse
 
 
+def _palette(value: Any, field: str) -> str:
+    if isinstance(value, str) and (value in PALETTES or value.lower().endswith(FILE_SUFFIXES)):
+        return value
+    raise SpecError(field, f"{value!r} is not a built-in palette ({' | '.join(PALETTES)}) "
+                    f"nor a gradient file ending {' or '.join(FILE_SUFFIXES)}")
+
+
+def _light(value: Any, field: str) -> tuple[float, float]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise SpecError(field, "must be [azimuth, elevation] in degrees")
+    return (_float_in(0.0, 360.0)(value[0], f"{field}[0]"), _float_in(1.0, 90.0)(value[1], f"{field}[1]"))
+
+
 def _path(suffixes: tuple[str, ...]) -> Callable[[Any, str], str]:
     def parse(value: Any, field: str) -> str:
         if not isinstance(value, str) or not value.strip():
@@ -254,14 +277,20 @@ SCHEMA: dict[str, dict[str, tuple[Callable[[Any, str], Any], Any]]] = {
         "distance": (_bool, False),
     },
     "color": {
-        "palette": (_choice(PALETTES), "classic"),
+        "method": (_choice(COLOR_METHODS), "shade"),
+        "palette": (_palette, "classic"),
         "cycles": (_float_in(0.01, 1000.0), 3.0),
         "smoothing": (_int_in(0, 1000), 4),
+        "density": (_float_in(0.01, 1000.0), 1.0),
+        "line_width": (_float_in(0.0, 100.0), 1.0),
+        "light": (_light, (135.0, 45.0)),
     },
     "output": {
         "store": (_path((".h5", ".hdf5")), None),
         "video": (_path((".mp4",)), None),
         "crf": (_int_in(0, 51), 18),
+        "preset": (_choice(ENCODE_PRESETS), "faster"),
+        "codec": (_choice(CODECS), "auto"),
     },
 }
 _CLASSES = {

@@ -104,3 +104,23 @@ def test_distance_changes_no_count_or_offset(cl_device, fmt, center, width, max_
     assert escaped.any() and (np.abs(on["distance"][escaped]) > 0).all()
     assert np.isfinite(on["distance"]).all()
     assert (on["distance"][~escaped] == 0).all()
+
+
+def test_stored_distance_agrees_with_colourings_estimate_from_the_escape_time(cl_device):
+    """The kernels' stored estimate and the one colouring derives from the smooth escape
+    time's gradient (farm.color.distance) are the same field: same size and, read in the
+    same axes, the same direction (a convention mismatch flips half the image's light)."""
+    from farm.color.distance import estimated_distance
+    from farm.raw import RawFrame
+
+    spec = make_spec(size=(160, 120), center=("-0.7436438870", "0.1318259042"),
+                     width=("1e-5", "1e-5"), max_iter=2000, tile=(64, 64), distance=True)
+    out, hist = render_channels(cl_device, make_plan(spec))
+    raw = RawFrame(0, out["iterations"], out["fraction"], hist)
+    stored, estimated = out["distance"], estimated_distance(raw)
+    calm = (np.abs(stored) > 3) & (np.abs(stored) < 100) & (np.abs(estimated) < 100)
+    assert calm.sum() > 500, calm.sum()
+    cosine = (stored[calm] * np.conj(estimated[calm])).real / (np.abs(stored[calm]) * np.abs(estimated[calm]))
+    ratio = np.abs(estimated[calm]) / np.abs(stored[calm])
+    assert np.median(cosine) > 0.95, np.median(cosine)
+    assert 0.8 < np.median(ratio) < 1.25, np.median(ratio)

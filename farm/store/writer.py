@@ -388,8 +388,11 @@ class WriterThread:
     the queue to drain. After an error in the thread (``error``) nothing more is
     written; the master looks at it after every round of events."""
 
-    def __init__(self, writer: StoreWriter):
+    def __init__(self, writer: StoreWriter, on_frame: Callable[[int], None] | None = None):
+        """``on_frame(f)`` hears of each frame whose tiles and histogram are stored (the
+        video sink), from this thread."""
         self.writer = writer
+        self.on_frame = on_frame
         self.busy_s = 0.0
         self._queue: queue.Queue[list[Finished] | None] = queue.Queue()
         self._error: BaseException | None = None
@@ -418,11 +421,14 @@ class WriterThread:
                 batch.extend(more)
             t0 = time.monotonic()
             try:
-                self.writer.write(batch)
+                complete = self.writer.write(batch)
             except BaseException as err:  # the master raises it
                 self._error = err
                 return
             self.busy_s += time.monotonic() - t0
+            if self.on_frame is not None:
+                for f in complete:
+                    self.on_frame(f)
             if stop:
                 return
 
