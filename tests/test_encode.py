@@ -83,35 +83,22 @@ def test_video_during_the_render_equals_encode_afterwards(store, tmp_path):
     assert not partial_path(during).exists()
 
 
-def test_sink_fed_by_a_real_render(tmp_path, monkeypatch):
-    """The wiring the master uses: its store writer reports each frame that became
-    complete to the sink while the render goes on. The video made during the render
-    decodes to the frames `encode_video` makes afterwards."""
-    from conftest import make_spec
+def test_video_made_by_farm_render_equals_farm_encode_afterwards(tmp_path, write_job):
+    """`farm render` makes the video while it renders (the master's writer thread hands
+    each completed frame to the sink); `farm encode` of the finished store afterwards
+    gives a video that decodes to the same frames. The run's timeline counts them."""
+    import h5py
 
-    from farm.run import RenderOptions, prepare_store, render
-    from farm.store.writer import StoreWriter
-
-    spec = make_spec(size=(48, 32), frames=6, width=("3", "0.05"), tile=(16, 16), max_iter=300)
-    path = tmp_path / "live.h5"
-    prepare_store(spec, path, restart=False, progress=False)
-    sink = open_video_sink(path, spec.color, VideoSettings(tmp_path / "during.mp4", 10))
-    seen: list[int] = []
-    write = StoreWriter.write
-
-    def write_and_tell(self, results):
-        complete = write(self, results)
-        for f in complete:
-            seen.append(f)
-            sink.frame_complete(f)
-        return complete
-
-    monkeypatch.setattr(StoreWriter, "write", write_and_tell)
-    assert render(spec, store=str(path), options=RenderOptions(video=False, progress=False)) == 0
-    during = sink.finish()
-    assert sorted(seen) == list(range(6))
-    after = encode_video(path, spec.color, VideoSettings(tmp_path / "after.mp4", 10), progress=False)
-    assert decoded(during) == decoded(after) and len(decoded(after)) == 6
+    job = write_job(size=(48, 32), frames=6, width=("3", "0.05"), tile=(16, 16), max_iter=300)
+    result = run_farm("render", str(job), "--quiet", env={"FARM_TEST_TILE_DELAY": "0.01"})
+    assert result.returncode == 0, result.stderr
+    during, store = tmp_path / "job.mp4", tmp_path / "job.h5"
+    result = run_farm("encode", str(store), "--video", str(tmp_path / "after.mp4"))
+    assert result.returncode == 0, result.stderr
+    assert decoded(during) == decoded(tmp_path / "after.mp4") and len(decoded(during)) == 6
+    with h5py.File(store) as f:
+        run = f["runs"][0]
+    assert run["video_frames"] == 6 and run["video_ended"] >= run["render_ended"] > 0
 
 
 def test_sink_waits_for_the_colouring_window(store, tmp_path):
