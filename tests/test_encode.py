@@ -240,6 +240,7 @@ def test_nvenc_falls_back_to_libx264(store, tmp_path, monkeypatch, capsys):
     """A machine that looks like it has an NVIDIA GPU but whose NVENC fails: the video is
     made with libx264 and the fallback is said."""
     monkeypatch.setattr(ffmpegmod, "nvidia_present", lambda: True)
+    monkeypatch.setattr(ffmpegmod, "has_encoder", lambda name: True)
     real = ffmpegmod.try_codec
     monkeypatch.setattr(ffmpegmod, "try_codec", lambda codec, w, h: "fake encoder failure"
                         if codec == "h264_nvenc" else real(codec, w, h))
@@ -249,6 +250,14 @@ def test_nvenc_falls_back_to_libx264(store, tmp_path, monkeypatch, capsys):
     video = encode_video(store, spec.color, VideoSettings(tmp_path / "fb.mp4", 10, codec="auto"),
                          progress=False)
     assert len(decoded(video)) == FRAMES
+
+
+def test_an_ffmpeg_without_nvenc_is_not_asked_to_try_it(monkeypatch, capsys):
+    monkeypatch.setattr(ffmpegmod, "nvidia_present", lambda: True)
+    monkeypatch.setattr(ffmpegmod, "has_encoder", lambda name: name != "h264_nvenc")
+    monkeypatch.setattr(ffmpegmod, "try_codec", lambda *a: pytest.fail("tried a missing codec"))
+    assert ffmpegmod.choose_codec("auto", 64, 48) == "libx264"
+    assert capsys.readouterr().err == ""
 
 
 def test_an_encoder_failure_is_one_error_and_no_file(store, tmp_path):

@@ -19,6 +19,7 @@ removes the temporary file, so a video under its final name is always complete.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import subprocess
@@ -98,11 +99,23 @@ def try_codec(codec: str, width: int, height: int) -> str | None:
     return lines[-1] if lines else f"exit status {done.returncode}"
 
 
+@functools.cache
+def has_encoder(name: str) -> bool:
+    """This ffmpeg was built with the encoder ``name`` (its ``-encoders`` list)."""
+    try:
+        listing = subprocess.run([ffmpeg_binary(), "-hide_banner", "-encoders"], capture_output=True,
+                                 text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return any(line.split()[1:2] == [name] for line in listing.splitlines() if line.strip())
+
+
 def choose_codec(codec: str, width: int, height: int) -> str:
-    """The codec to use: ``auto`` tries h264_nvenc where an NVIDIA driver is present."""
+    """The codec to use: ``auto`` tries h264_nvenc where an NVIDIA driver is present and
+    this ffmpeg has the encoder (imageio-ffmpeg's static build has not)."""
     if codec != "auto":
         return codec
-    if nvidia_present():
+    if nvidia_present() and has_encoder("h264_nvenc"):
         problem = try_codec("h264_nvenc", width, height)
         if problem is None:
             return "h264_nvenc"

@@ -18,7 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
-from farm.encode.ffmpeg import VideoEncoder, VideoSettings
+from farm.encode.ffmpeg import VideoEncoder, VideoSettings, even_size
 
 PNG_LEVEL = 1  # zlib level: 1 is several times faster than Pillow's 6, files ~10% larger
 
@@ -49,19 +49,29 @@ def png_name(f: int) -> str:
 
 
 class VideoOutput:
+    """The video; ffmpeg starts with the first frame (on the sink's thread, so a render
+    does not wait for the codec choice and ffmpeg's start)."""
+
     ordered = True
 
     def __init__(self, settings: VideoSettings, width: int, height: int):
-        self.encoder = VideoEncoder(settings, width, height)
+        even_size(width, height)  # a 1-pixel-wide video is an error now, not later
+        self.settings, self.size = settings, (width, height)
+        self.encoder: VideoEncoder | None = None
 
     def write(self, f: int, rgb: np.ndarray) -> None:
+        if self.encoder is None:
+            self.encoder = VideoEncoder(self.settings, *self.size)
         self.encoder.write(rgb)
 
     def close(self) -> Path:
+        if self.encoder is None:
+            self.encoder = VideoEncoder(self.settings, *self.size)
         return self.encoder.close()
 
     def abort(self) -> None:
-        self.encoder.abort()
+        if self.encoder is not None:
+            self.encoder.abort()
 
 
 class PngOutput:

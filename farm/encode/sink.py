@@ -99,7 +99,9 @@ class FrameSink:
             raise StoreError(f"store {store_path}: has frames 0..{self.total - 1}")
         self.output, self.style = output, style
         self.stats = Statistics(self.total, smoothing)
-        self.colourer = colourer or default_colourer()
+        # made on the scheduler thread before the first frame (a GPU colourer opens an
+        # OpenCL context and builds its kernel: a render need not wait for that)
+        self.colourer: Colourer | None = colourer
         if threads is None:
             from farm.color.render import default_threads
 
@@ -169,6 +171,8 @@ class FrameSink:
         pending: collections.deque[tuple[int, Future[np.ndarray | None]]] = collections.deque()
         nxt = 0
         try:
+            if self.colourer is None:
+                self.colourer = default_colourer()
             while True:
                 with self._cond:
                     while True:
@@ -220,6 +224,7 @@ class FrameSink:
             raw = store.raw(f)
         self.stats.forget_before(f - self.threads)
         t0 = time.perf_counter()
+        assert self.colourer is not None  # made before the first frame is submitted
         rgb = self.colourer(raw, stats, self.style)
         t1 = time.perf_counter()
         if not self.output.ordered:
