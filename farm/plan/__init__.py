@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import farm.numerics as num
 from farm.errors import SpecError
 from farm.plan import precision
 from farm.plan.channels import Channel, channels_for
@@ -91,6 +90,8 @@ class Plan:
         if needs is None:
             return None
         bits, iterations = needs
+        import farm.numerics as num
+
         r2 = float(num.escape_r2(self.spec.iterations.escape_radius))
         return num.reference_orbit(self.spec.view.center, bits, iterations, r2, progress)
 
@@ -157,6 +158,8 @@ def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None) ->
     ``stored`` gives (max_iter, precision) per frame as a store recorded them; they
     are kept as they are, so a store resumes with the choices it was started with.
     """
+    import farm.numerics as num  # here, not above: reading a store needs no mpmath
+
     w_px, h_px = spec.size
     frames = []
     for k in range(spec.frames):
