@@ -9,7 +9,10 @@ included):
 
 * ``render``   ``farm render --no-video`` with 1 GPU (one process)
 * ``video``    ``farm render`` with the video, 1 GPU
-* ``render2``  ``mpiexec -n 3 farm render --no-video`` (2 GPUs), ``video2`` with video
+* ``render2``  ``farm render --no-video`` with 2 GPUs (one process, a worker thread
+  each: the default on a 2-GPU machine), ``video2`` with video
+* ``mpi2``     ``mpiexec -n 3 farm render --no-video`` (2 GPUs, one rank each),
+  ``mpivideo2`` with video
 * ``encode``   ``farm encode`` of the finished store (frames/s)
 * ``frames``   ``farm frames`` of the finished store into PNGs (frames/s)
 
@@ -86,6 +89,11 @@ def bench_job(job: Path, runs: list[str], work: Path) -> dict:
                 row["gpu_s"] = status(store)["run"]["timeline"]["gpu_s"]
         elif run in ("render2", "video2"):
             extra = ["--no-video"] if run == "render2" else ["--video", str(video)]
+            workers = ["--workers", "2"] if SHARE else []
+            row[run], _ = timed([*FARM, "render", str(job), *common, *extra, *workers])
+            logs[run] = timeline(store)
+        elif run in ("mpi2", "mpivideo2"):
+            extra = ["--no-video"] if run == "mpi2" else ["--video", str(video)]
             share = ["--share-devices"] if SHARE else []
             row[run], _ = timed([*_mpiexec(), *FARM, "render", str(job), *common, *extra, *share])
             logs[run] = timeline(store)
@@ -108,6 +116,7 @@ def table(rows: list[dict]) -> str:
     cols = [("job", "job", "{}"), ("gpu_s", "GPU device s", "{:.2f}"),
             ("render", "render s", "{:.2f}"), ("video", "with video s", "{:.2f}"),
             ("render2", "2 GPUs s", "{:.2f}"), ("video2", "2 GPUs + video s", "{:.2f}"),
+            ("mpi2", "MPI 2 GPUs s", "{:.2f}"), ("mpivideo2", "MPI 2 GPUs + video s", "{:.2f}"),
             ("encode_fps", "encode fps", "{:.1f}"), ("frames_fps", "frames fps", "{:.1f}")]
     cols = [c for c in cols if any(c[0] in r for r in rows)]
     lines = ["| " + " | ".join(c[1] for c in cols) + " |", "|" + "---|" * len(cols)]
@@ -122,13 +131,15 @@ def table(rows: list[dict]) -> str:
             extra.append(f"{r['job']}: 1 GPU / 2 GPUs with video = {r['video'] / r['video2']:.2f}x")
         if "render" in r and "render2" in r:
             extra.append(f"{r['job']}: 1 GPU / 2 GPUs without video = {r['render'] / r['render2']:.2f}x")
+        if "video" in r and "mpivideo2" in r:
+            extra.append(f"{r['job']}: 1 GPU / 2 GPUs (MPI) with video = {r['video'] / r['mpivideo2']:.2f}x")
     return "\n".join(lines + [""] + extra)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", nargs="*", type=Path, default=JOBS)
-    ap.add_argument("--runs", default="render,video,render2,video2,encode,frames")
+    ap.add_argument("--runs", default="render,video,render2,video2,mpivideo2,encode,frames")
     ap.add_argument("--work", type=Path, help="folder for stores and videos (default: a temp folder)")
     ap.add_argument("--share-devices", action="store_true",
                     help="let the 2-worker runs share one device (to try the script on a CPU)")

@@ -266,7 +266,9 @@ def devices_text(selector: str | None) -> str:
         lines.append(f"{mark} {info.describe()}" + (f"\n      cannot compile kernels: {problem}"
                                                     if problem else ""))
     if chosen:
-        lines.append(f"* = candidates for --device {sel}; one process uses {chosen[0].ref}, "
+        gpus = [i.ref for i in chosen if i.kind == "GPU"]
+        local = f"every GPU ({', '.join(gpus)})" if gpus else chosen[0].ref
+        lines.append(f"* = candidates for --device {sel}; one process uses {local}, "
                      f"MPI worker k of a node uses candidate k")
     if error:
         lines.append(f"selector {sel!r}: {error}")

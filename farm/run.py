@@ -1,10 +1,10 @@
 """Render and resume: from a job spec (or a store) to a complete store and a video.
 
-One process: the master runs in the main thread and one worker in a second
-thread on the chosen device. Under ``mpiexec -n N``: rank 0 is the master and
-the store's only writer, ranks 1..N-1 are workers, each bound to one device of
-its node. Both paths share the master and worker loops, so they produce the
-same store bit for bit.
+One process: the master runs in the main thread and one worker thread per device
+(every GPU the device selector gives, or one CPU device). Under ``mpiexec -n N``:
+rank 0 is the master and the store's only writer, ranks 1..N-1 are workers, each
+bound to one device of its node. Both paths share the master and worker loops, so
+they produce the same store bit for bit.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from farm import spec as specmod
-from farm.compute.device import DeviceInfo, bind_device
+from farm.compute.device import DeviceInfo, bind_device, bind_local
 from farm.compute.render import TileRenderer
 from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, StoreError, UsageError
 from farm.estimate import WorkEstimate, eta_seconds
@@ -36,6 +36,9 @@ from farm.store import layout, space
 from farm.store.lock import StoreLock
 from farm.store.reader import Store
 from farm.store.writer import StoreWriter
+
+if TYPE_CHECKING:
+    from farm.encode import FrameSink
 from farm.timeline import WORKER_COUNTERS, MasterTiming
 
 
@@ -43,6 +46,7 @@ from farm.timeline import WORKER_COUNTERS, MasterTiming
 class RenderOptions:
     device: str = "auto"  # see farm.compute.device
     share_devices: bool = False  # allow more workers than devices on a node
+    workers: int | None = None  # worker threads in one process (None: one per GPU, else 1)
     video: bool = True  # encode the video when the render completes
     restart: bool = False  # replace a store made by a different job
     verify: bool = False  # check every stored tile's crc before resuming
@@ -105,60 +109,118 @@ def compute_reference(plan: Plan, progress: bool = True) -> np.ndarray | None:
     return orbit
 
 
-def _master_session(plan: Plan, store_path: Path, link: transport.MasterLink, workers: int,
-                    options: RenderOptions, timing: MasterTiming) -> MasterReport | None:
+@dataclass
+class _Session:
+    """The master's side of one render, from the store's preparation to its end."""
+
+    plan: Plan
+    store_path: Path
+    options: RenderOptions
+    timing: MasterTiming
+    sink: FrameSink | None  # the video, coloured and encoded while the render runs
+    video_path: Path | None = None  # where the sink put it
+
+
+def _open_sink(spec: specmod.JobSpec, store_path: Path, video: str | None,
+               options: RenderOptions) -> FrameSink | None:
+    """The video sink with the job's colours and output settings (not the store's: a
+    render that changes only them recolours the stored frames), or None (--no-video)."""
+    if not options.video or not video:
+        return None
+    from farm.encode import VideoSettings, open_video_sink
+
+    return open_video_sink(store_path, spec.color, VideoSettings.from_spec(spec, video),
+                           progress=False)
+
+
+def _master_session(session: _Session, link: transport.MasterLink,
+                    workers: int) -> MasterReport | None:
+    """Render what the store lacks, the video alongside. The sink is finished (the video
+    in place) or aborted (nothing left under its name) before this returns."""
     try:
-        return _write_session(plan, store_path, link, workers, options, timing)
+        report = _write_session(session, link, workers)
     except OSError as err:  # a disk that fills outside the writer thread (run row, sync)
+        if session.sink:
+            session.sink.abort()
         if not space.is_disk_full(err):
             raise
-        raise Interrupted(f"{space.disk_full_reason(store_path, err)}; {store_path} keeps every "
-                          f"finished tile: `farm resume {store_path}` continues") from None
+        path = session.store_path
+        raise Interrupted(f"{space.disk_full_reason(path, err)}; {path} keeps every "
+                          f"finished tile: `farm resume {path}` continues") from None
+    except BaseException:
+        if session.sink:
+            session.sink.abort()
+        raise
+    return report
 
 
-def _write_session(plan: Plan, store_path: Path, link: transport.MasterLink, workers: int,
-                   options: RenderOptions, timing: MasterTiming) -> MasterReport | None:
-    with StoreWriter(store_path, plan, workers=workers, sync_every=options.sync_every) as writer:
+def _write_session(session: _Session, link: transport.MasterLink,
+                   workers: int) -> MasterReport | None:
+    plan, options, sink = session.plan, session.options, session.sink
+    with StoreWriter(session.store_path, plan, workers=workers,
+                     sync_every=options.sync_every) as writer:
         bad = writer.recover(full=options.verify)
         if bad:
             print(f"farm: {len(bad)} stored tile(s) failed their checksum and will be "
                   "rendered again", file=sys.stderr)
+        if sink:
+            for f in np.flatnonzero(writer.frame_done):  # frames a resume finds done
+                sink.frame_complete(int(f))
         pending = writer.pending()
-        if not pending:
-            return None
-        estimate = WorkEstimate(writer.done, writer.meta["tiles/seconds"])
-        device_s = [0.0]  # this run's device seconds so far
-        worker_counters: dict[int, tuple[float, ...]] = {}  # each worker's latest totals
-
-        def observe(batch: list) -> None:
-            for r in batch:
-                estimate.add(r.frame, r.tile, r.seconds)
-                device_s[0] += r.seconds
-                worker_counters[r.rank] = r.counters
-
-        bar = Progress(plan.tasks, "render", done=plan.tasks - len(pending),
-                       eta=lambda wall: eta_seconds(estimate.remaining_device_s(), device_s[0], wall))
-        bar.enabled = options.progress
-        try:
-            report = run_master(writer, link, options.master, bar, on_batch=observe)
-        finally:
-            bar.close()
-        timeline = {"master_busy": report.busy_s, "writer_busy": report.writer_busy_s,
-                    "master_receive": report.receive_s,
-                    "process_started": timing.process_started, "render_ended": time.time(),
-                    "gpu_s": device_s[0], "reference_s": timing.reference_s}
-        for k, name in enumerate(WORKER_COUNTERS):
-            timeline[f"{name}_s"] = sum(c[k] for c in worker_counters.values() if len(c) > k)
+        timeline: dict[str, float] = {"process_started": session.timing.process_started,
+                                      "reference_s": session.timing.reference_s}
+        report = None
+        if pending:
+            report = _render(session, writer, link, pending, timeline)
+        if sink:
+            if report is None or report.end.status == "finished":
+                t0 = time.perf_counter()
+                session.video_path = sink.finish()
+                timeline.update(video_ended=time.time(), color_s=sink.color_s,
+                                encode_s=sink.write_s, video_frames=sink.written)
+                timeline.setdefault("render_ended", time.time() - (time.perf_counter() - t0))
+            else:
+                sink.abort()
         writer.end_run(timeline)
-        if options.progress:
-            with Store(store_path) as store:
-                lines = timeline_lines(store.status()["run"])
-            print("\n".join(f"farm: {line}" for line in lines), file=sys.stderr)
-        return report
+    if options.progress and (report is not None or sink):
+        with Store(session.store_path) as store:
+            lines = timeline_lines(store.status()["run"])
+        print("\n".join(f"farm: {line}" for line in lines), file=sys.stderr)
+    return report
 
 
-def _finish(report: MasterReport | None, store_path: Path, video: str | None,
-            options: RenderOptions) -> int:
+def _render(session: _Session, writer: StoreWriter, link: transport.MasterLink,
+            pending: list[tuple[int, int]], timeline: dict[str, float]) -> MasterReport:
+    """The master loop over the pending tiles, with progress and the timeline's
+    render part (into ``timeline``)."""
+    plan, options = session.plan, session.options
+    estimate = WorkEstimate(writer.done, writer.meta["tiles/seconds"])
+    device_s = [0.0]  # this run's device seconds so far
+    worker_counters: dict[int, tuple[float, ...]] = {}  # each worker's latest totals
+
+    def observe(batch: list) -> None:
+        for r in batch:
+            estimate.add(r.frame, r.tile, r.seconds)
+            device_s[0] += r.seconds
+            worker_counters[r.rank] = r.counters
+
+    bar = Progress(plan.tasks, "render", done=plan.tasks - len(pending),
+                   eta=lambda wall: eta_seconds(estimate.remaining_device_s(), device_s[0], wall))
+    bar.enabled = options.progress
+    on_frame = session.sink.frame_complete if session.sink else None
+    try:
+        report = run_master(writer, link, options.master, bar, on_batch=observe, on_frame=on_frame)
+    finally:
+        bar.close()
+    timeline.update(master_busy=report.busy_s, writer_busy=report.writer_busy_s,
+                    master_receive=report.receive_s, render_ended=time.time(), gpu_s=device_s[0])
+    for k, name in enumerate(WORKER_COUNTERS):
+        timeline[f"{name}_s"] = sum(c[k] for c in worker_counters.values() if len(c) > k)
+    return report
+
+
+def _finish(report: MasterReport | None, session: _Session) -> int:
+    store_path = session.store_path
     if report is not None:
         if report.end.status == "interrupted":
             raise Interrupted(f"{report.end.reason}; {store_path} keeps every finished tile: "
@@ -166,30 +228,34 @@ def _finish(report: MasterReport | None, store_path: Path, video: str | None,
         if report.end.status == "failed":
             raise RenderFailed(f"render failed: {report.end.reason}; finished tiles are saved "
                                f"in {store_path}")
-    if options.video and video:
-        from farm.encode import encode_video
-
-        with Store(store_path) as store:
-            path = encode_video(store, video, progress=options.progress)
-        print(f"farm: wrote {path}", file=sys.stderr)
+    if session.video_path is not None:
+        print(f"farm: wrote {session.video_path}", file=sys.stderr)
     return 0
 
 
-def _run_in_process(plan: Plan, orbit: np.ndarray | None, store_path: Path,
-                    options: RenderOptions, bound: tuple[DeviceInfo, Any],
-                    timing: MasterTiming) -> MasterReport | None:
-    info, device = bound
-    print(f"farm: rendering on {info.describe()}", file=sys.stderr)
-    link = transport.ThreadMaster([0])
-    thread = threading.Thread(
-        target=run_worker, name="farm-worker", daemon=True,
-        args=(plan, lambda: TileRenderer(device, info, plan, reference=orbit), link.link(0)))
-    thread.start()
+def _run_in_process(session: _Session, orbit: np.ndarray | None,
+                    bound: list[tuple[DeviceInfo, Any]]) -> MasterReport | None:
+    """The master in this thread, one worker thread per device (every GPU of the
+    machine: tiles reach the writer by reference, and no launcher starts processes)."""
+    plan = session.plan
+    for info, _ in bound:
+        print(f"farm: rendering on {info.describe()}", file=sys.stderr)
+    ranks = list(range(len(bound)))
+    link = transport.ThreadMaster(ranks)
+    threads = []
+    for rank, (info, device) in zip(ranks, bound, strict=True):
+        def make(info: DeviceInfo = info, device: Any = device) -> TileRenderer:
+            return TileRenderer(device, info, plan, reference=orbit)
+        threads.append(threading.Thread(target=run_worker, name=f"farm-worker-{rank}", daemon=True,
+                                        args=(plan, make, link.link(rank))))
+    for t in threads:
+        t.start()
     try:
-        return _master_session(plan, store_path, link, 1, options, timing)
+        return _master_session(session, link, len(bound))
     finally:
-        link.release(0)
-        thread.join(timeout=10)
+        for rank, t in zip(ranks, threads, strict=True):
+            link.release(rank)
+            t.join(timeout=10)
 
 
 def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = None,
@@ -201,13 +267,14 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
     if comm is not None:
         return _render_mpi(comm, lambda: (spec, store_path, video), options)
     _check_paths(store_path, video, options)
-    bound = bind_device(options.device)  # before anything is written: no device, no store
+    bound = bind_local(options.device, options.workers)  # before anything is written
     timing = MasterTiming()
     with StoreLock(store_path):
         plan, orbit = prepare_store(spec, store_path, options.restart, options.progress,
                                     options.check_space, timing)
-        report = _run_in_process(plan, orbit, store_path, options, bound, timing)
-        return _finish(report, store_path, video, options)
+        session = _Session(plan, store_path, options, timing,
+                           _open_sink(spec, store_path, video, options))
+        return _finish(_run_in_process(session, orbit, bound), session)
 
 
 
@@ -269,6 +336,8 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
         timing = MasterTiming()
         plan, orbit = prepare_store(spec, store_path, options.restart, options.progress,
                                     options.check_space, timing)
+        session = _Session(plan, store_path, options, timing,
+                           _open_sink(spec, store_path, video, options))
     except BaseException:
         held.close()
         raise
@@ -279,12 +348,12 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
         link = transport.MpiMaster(comm, plan.channels)
         print(f"farm: master on {host}, {len(link.workers)} worker(s)", file=sys.stderr)
         try:
-            report = _master_session(plan, store_path, link, len(link.workers), options, timing)
+            report = _master_session(session, link, len(link.workers))
         finally:
             for w in link.workers:  # idempotent: workers already released ignore it
                 link.release(w)
             link.drain()
-        return _finish(report, store_path, video, options)
+        return _finish(report, session)
 
 
 def _mpi_worker(comm, plan: Plan, orbit: np.ndarray | None, bound: tuple[DeviceInfo, Any]) -> None:

@@ -177,6 +177,21 @@ def bind_device(selector: str = "auto", local_index: int = 0,
     return info, dev
 
 
+def bind_local(selector: str = "auto", workers: int | None = None) -> list[tuple[DeviceInfo, cl.Device]]:
+    """The devices one process renders on, one worker thread each: every GPU the
+    selector gives (a workstation's GPUs all work on the job), or its first device
+    otherwise (a CPU device already spreads a kernel over all cores). ``workers``
+    asks for that many threads instead, taking the devices in turn."""
+    devs = candidates(selector)
+    chosen = [d for d in devs if d[0].kind == "GPU"] or devs[:1]
+    if workers is not None:
+        chosen = [chosen[k % len(chosen)] for k in range(workers)]
+    for info, _ in chosen:
+        if not info.fp64:
+            raise DeviceError(f"{info.name} lacks cl_khr_fp64, which every kernel needs")
+    return chosen
+
+
 def selector_from_env(option: str | None) -> str:
     return option or os.environ.get("FARM_DEVICE", "auto")
 

@@ -13,7 +13,11 @@ idle a third of the time (BENCHMARKS.md).
 
 Coordinates: per frame, the real part of every pixel column and the imaginary part
 of every row are computed once in mpmath and rounded once into the frame's format
-(:mod:`farm.numerics.encode`); a tile takes its slice of those axes. Perturbed frames
+(:mod:`farm.numerics.encode`); a tile takes its slice of those axes. With ``N``
+samples per pixel the axes hold every (column, sample) and (row, sample), column
+``i``'s samples at ``i * N .. i * N + N - 1`` (:mod:`farm.numerics.axes`, offsets from
+:mod:`farm.plan.samples`), and the kernel is built with ``-DSAMPLES=N``; the distance
+estimate adds ``-DDISTANCE`` and the pixel spacing as a kernel argument. Perturbed frames
 instead get the reference orbit (uploaded once per renderer), the half pixel
 spacing as mantissa and exponent (the kernel forms each pixel's offset itself), and
 the frame's table for skipping iterations (farm/numerics/bla.py; built once per
@@ -45,10 +49,11 @@ import pyopencl.cltypes as clt
 import farm.numerics as num
 from farm.compute import programs
 from farm.compute.device import DeviceInfo
-from farm.numerics.axes import encode_exact, exact_axis
+from farm.numerics.axes import encode_exact, exact_axis, sample_axis
 from farm.numerics.bla import bla_table
 from farm.numerics.encode import ENCODERS
 from farm.plan import FramePlan, Plan, Tile, precision
+from farm.plan import samples as sample_pattern
 from farm.plan.expmap import TWO_PI
 from farm.plan.units import CENTRE, EMPTY, STRIP, Region, scaled
 from farm.timeline import Counters
@@ -131,6 +136,16 @@ def _scalar(fmt: str, value: object) -> np.generic:
     return np.ascontiguousarray(enc[0]).view(vector)[0]
 
 
+def channel_options(plan: Plan) -> tuple[str, ...]:
+    """Build options for the plan's channels: -DSAMPLES=N (N > 1), -DDISTANCE."""
+    opts: tuple[str, ...] = ()
+    if plan.samples > 1:
+        opts += (f"-DSAMPLES={plan.samples}",)
+    if plan.spec.render.distance:
+        opts += ("-DDISTANCE",)
+    return opts
+
+
 class TileRenderer:
     """Renders tiles of one plan on one device (one context, one in-order queue)."""
 
@@ -143,7 +158,7 @@ class TileRenderer:
         self.config = config or LaunchConfig.for_device(info)
         self.ctx = cl.Context([device])
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        self.options = programs.device_options(device, self.config.local_bins)
+        self.options = programs.device_options(device, self.config.local_bins) + channel_options(plan)
         self.hist_dtype = np.int64 if "-DHIST64" in self.options else np.uint32
         self._kernels: dict[str, cl.Kernel] = {}
         self._slots = [self._new_slot() for _ in range(slots)]
@@ -179,8 +194,9 @@ class TileRenderer:
             pinned.append(buf)
             staging.append(mapped[0])
         outputs = [cl.Buffer(self.ctx, mf.WRITE_ONLY, c.nbytes(npix)) for c in self.plan.channels]
-        return _Slot(cl.Buffer(self.ctx, mf.READ_ONLY, coord * grid.tile_w),
-                     cl.Buffer(self.ctx, mf.READ_ONLY, coord * grid.tile_h), outputs,
+        per_axis = coord * self.plan.samples
+        return _Slot(cl.Buffer(self.ctx, mf.READ_ONLY, per_axis * grid.tile_w),
+                     cl.Buffer(self.ctx, mf.READ_ONLY, per_axis * grid.tile_h), outputs,
                      cl.Buffer(self.ctx, mf.READ_WRITE, 8 * self.plan.bins), staging, pinned)
 
     # ----------------------------------------------------------------- per-frame state
@@ -219,7 +235,8 @@ class TileRenderer:
         return self._build_axes(unit, (wc, hc))
 
     def axes(self, frame: FramePlan) -> tuple[np.ndarray, np.ndarray]:
-        """(xs, ys) of the whole frame in a direct format."""
+        """(xs, ys) of the whole frame in a direct format: every (column, sample) and
+        (row, sample), sample k of column i at i * N + k."""
         return self.prepare(frame).result()
 
     def _build_axes(self, frame: FramePlan,
@@ -228,8 +245,12 @@ class TileRenderer:
         w, h = size or spec.size
         cr, ci = spec.view.center
         fmt = frame.precision
-        return (encode_exact(fmt, *exact_axis(cr, frame.spacing, w, +1, frame.bits)),
-                encode_exact(fmt, *exact_axis(ci, frame.spacing, h, -1, frame.bits)))
+        if self.plan.samples == 1:
+            return (encode_exact(fmt, *exact_axis(cr, frame.spacing, w, +1, frame.bits)),
+                    encode_exact(fmt, *exact_axis(ci, frame.spacing, h, -1, frame.bits)))
+        offs = sample_pattern.offsets(self.plan.samples)  # (x right, y down) in 2^-16 px
+        return (sample_axis(cr, frame.spacing, w, [o[0] for o in offs], +1, frame.bits, fmt),
+                sample_axis(ci, frame.spacing, h, [o[1] for o in offs], -1, frame.bits, fmt))
 
     def _frame_args(self, frame: FramePlan) -> list:
         """The per-frame kernel arguments of a perturbed frame: the half pixel spacing
@@ -301,11 +322,15 @@ class TileRenderer:
                     np.int32(2 * region.y0 + 1 - h), *self._frame_args(frame)]
             return args, [], ()
         xs, ys = self.axes(frame)
-        xs_t = np.ascontiguousarray(xs[region.x0:region.x0 + region.width])
-        ys_t = np.ascontiguousarray(ys[region.y0:region.y0 + region.height])
+        n = self.plan.samples
+        xs_t = np.ascontiguousarray(xs[region.x0 * n:(region.x0 + region.width) * n])
+        ys_t = np.ascontiguousarray(ys[region.y0 * n:(region.y0 + region.height) * n])
         uploads = [cl.enqueue_copy(self.queue, slot.xs, xs_t, is_blocking=False),
                    cl.enqueue_copy(self.queue, slot.ys, ys_t, is_blocking=False)]
-        return [slot.xs, slot.ys, self._r2_args[frame.precision]], uploads, (xs_t, ys_t)
+        args = [slot.xs, slot.ys, self._r2_args[frame.precision]]
+        if self.plan.spec.render.distance:  # the pixel spacing: the derivative's unit
+            args.append(np.float64(float(frame.spacing)))
+        return args, uploads, (xs_t, ys_t)
 
     def _polar_args(self, frame: FramePlan, region: Region, slot: _Slot) -> tuple[list, list, tuple]:
         """A polar tile's arguments (kernels/perturb.cl with -DPOLAR): row radii

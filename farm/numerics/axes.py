@@ -55,3 +55,33 @@ def encode_exact(fmt: str, values: list[int], e: int) -> np.ndarray:
         return np.array(words, dtype=np.uint32).reshape(-1, 4)
     make = mpmath.mp.make_mpf
     return ENCODERS[fmt]([make(mpmath.libmp.from_man_exp(v, e)) for v in values])
+
+
+OFFSET_BITS = 16  # farm/plan/samples.py: sample offsets in units of 2^-16 px
+
+
+def exact_sample_axis(center: str, step: mpmath.mpf, n: int, offsets: list[int], sign: int,
+                      bits: int) -> tuple[list[int], int]:
+    """(values, E) of every (pixel, sample) along the axis (anti-aliasing): value
+    ``i * S + k`` (``S = len(offsets)``) is pixel i's sample k, ``center + sign * ((2i + 1
+    - n)/2 + offsets[k] / 2^16) * step``, exactly ``values[i * S + k] * 2**E``.
+
+    With ``H 2^e`` = step / 2^17 (exact) the offset is the integer ``(2i + 1 - n) 2^16 +
+    2 offsets[k]`` times H, so every value is an exact integer, rounded once by
+    :func:`encode_exact`; a sample at offset 0 is the same number as
+    :func:`exact_axis`'s pixel centre, so it encodes to the same bits."""
+    with mpmath.workprec(bits):
+        c = mpmath.mpf(center)
+    q = mpmath.ldexp(step, -1 - OFFSET_BITS)  # step / 2^17, exact
+    (mc, ec), (mq, eq) = _exact(c), _exact(q)
+    e = min(ec, eq)
+    cc, qq = mc << (ec - e), sign * (mq << (eq - e))
+    return [cc + (((2 * i + 1 - n) << OFFSET_BITS) + 2 * o) * qq
+            for i in range(n) for o in offsets], e
+
+
+def sample_axis(center: str, step: mpmath.mpf, n: int, offsets: list[int], sign: int,
+                bits: int, fmt: str) -> np.ndarray:
+    """:func:`exact_sample_axis` encoded in ``fmt``: ``(n * S)`` float64 for f64, ``(n *
+    S, 4)`` uint32 words for fp128 or float32 limbs for quad-single."""
+    return encode_exact(fmt, *exact_sample_axis(center, step, n, offsets, sign, bits))

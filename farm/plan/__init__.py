@@ -18,10 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import farm.numerics as num
 from farm.errors import SpecError
 from farm.plan import precision
-from farm.plan.channels import BASE, Channel
+from farm.plan.channels import Channel, channels_for
 from farm.plan.tiles import Tile, TileGrid
 from farm.plan.units import ExpmapLayout
 from farm.spec import JobSpec, canonical_text, parse_text
@@ -119,8 +118,14 @@ class Plan:
     @property
     def channels(self) -> tuple[Channel, ...]:
         """The per-pixel channels every tile carries, in kernel-argument and message
-        order (farm.plan.channels)."""
-        return BASE
+        order (farm.plan.channels): iterations and fraction, then the distance estimate
+        and the extra samples when the spec asks for them."""
+        return channels_for(self.spec.image.samples, self.spec.render.distance)
+
+    @property
+    def samples(self) -> int:
+        """Samples per pixel (farm/plan/samples.py); sample 0 is the pixel centre."""
+        return self.spec.image.samples
 
     @property
     def perturbed(self) -> list[FramePlan]:
@@ -141,6 +146,8 @@ class Plan:
         if needs is None:
             return None
         bits, iterations = needs
+        import farm.numerics as num
+
         r2 = float(num.escape_r2(self.spec.iterations.escape_radius))
         return num.reference_orbit(self.spec.view.center, bits, iterations, r2, progress)
 
@@ -149,11 +156,9 @@ class Plan:
         return len(self.frames) * self.grid.count
 
     def work_bound(self) -> int:
-        """Iterations if every pixel ran to its frame's max_iter (an upper bound)."""
-        if self.layout is None:
-            w, h = self.spec.size
-            return sum(w * h * f.max_iter for f in self.frames)
-        return sum(self.unit_pixels(u) * f.max_iter for u, f in enumerate(self.frames))
+        """Iterations if every sample of every pixel ran to its frame's max_iter (an upper
+        bound)."""
+        return sum(self.unit_pixels(u) * self.samples * f.max_iter for u, f in enumerate(self.frames))
 
     def __reduce__(self):
         """Pickle as what the plan is a function of: the spec and each frame's choices.
@@ -189,6 +194,20 @@ def _frame_precision(requested: str, k: int, log10_s: float) -> str:
     return requested
 
 
+def _check_perturbed_channels(spec: JobSpec, frames: list[FramePlan]) -> None:
+    """Perturbation does not yet carry samples or the derivative (issue 12, second phase)."""
+    perturbed = [f.index for f in frames if f.precision == "perturb"]
+    if not perturbed:
+        return
+    what = [("image.samples", spec.image.samples > 1, "samples > 1"),
+            ("render.distance", spec.render.distance, "distance = true")]
+    for field, asked, text in what:
+        if asked:
+            raise SpecError(field, f"{text} is not yet available for perturbed frames (frame "
+                                   f"{perturbed[0]} is perturbed); use a direct format "
+                                   "(render.precision = f64, fp128 or quad-single) or leave it out")
+
+
 def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None,
               stored_video: Sequence[int] | None = None) -> Plan:
     """Frames with log-interpolated widths, their iteration limits and formats (and,
@@ -201,9 +220,9 @@ def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None,
     if spec.animation.method == "expmap":
         from farm.plan.units import expmap_plan
 
-        frames = _frames(spec, None, stored_video)
-        return expmap_plan(spec, frames, stored)
+        return expmap_plan(spec, _frames(spec, None, stored_video), stored)
     frames = _frames(spec, stored, None)
+    _check_perturbed_channels(spec, frames)
     w_px, h_px = spec.size
     tile = spec.render.tile
     grid = TileGrid.auto(w_px, h_px) if tile == "auto" else TileGrid.fitted(w_px, h_px, *tile)
@@ -213,6 +232,8 @@ def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None,
 def _frames(spec: JobSpec, stored: Sequence[tuple[int, str]] | None,
             stored_max_iter: Sequence[int] | None) -> list[FramePlan]:
     """The video frames: widths, spacings, iteration limits and (direct-render) formats."""
+    import farm.numerics as num  # here, not above: reading a store needs no mpmath
+
     w_px = spec.size[0]
     frames = []
     for k in range(spec.frames):

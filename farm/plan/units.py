@@ -241,6 +241,12 @@ def expmap_plan(spec: JobSpec, frames: list[FramePlan],
     from farm.plan import FramePlan, Plan
     from farm.plan.expmap import frame_depths, make_geometry
 
+    if spec.image.samples > 1:
+        raise SpecError("image.samples", "the expmap method takes one sample per strip pixel "
+                        "(the strip samples a frame's centre several times per pixel already)")
+    if spec.render.distance:
+        raise SpecError("render.distance", "not yet available for the expmap method (its "
+                        "strip is rendered by perturbation, which does not carry the derivative)")
     requested = spec.render.precision
     if requested not in ("auto", "perturb"):
         raise SpecError("render.precision", f"{requested!r}: the expmap method renders its "

@@ -86,9 +86,11 @@ class _Signals:
 
 def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = MasterOptions(),
                progress: Progress | None = None,
-               on_batch: Callable[[list[Finished]], None] | None = None) -> MasterReport:
+               on_batch: Callable[[list[Finished]], None] | None = None,
+               on_frame: Callable[[int], None] | None = None) -> MasterReport:
     """Run the render until the scheduler ends it. ``on_batch`` sees every batch of
-    accepted results as it goes to the writer (progress, estimates)."""
+    accepted results as it goes to the writer (progress, estimates); ``on_frame`` each
+    frame once it is complete in the store (the video sink: it must not block)."""
     pending = writer.pending()
     t0 = time.monotonic()
     sched = Scheduler(pending, list(link.workers), now=t0, depth=options.depth,
@@ -96,7 +98,7 @@ def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = M
                       timeout=options.timeout, grace=options.grace)
     busy = 0.0
     stored = 0
-    background = WriterThread(writer)
+    background = WriterThread(writer, on_frame)
     with _Signals() as signals:
         while sched.ended is None:
             events = link.poll(0.05)

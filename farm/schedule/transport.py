@@ -32,16 +32,18 @@ import os
 import queue
 import sys
 import time
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from farm.compute.render import TileResult
 from farm.plan import Channel
 from farm.schedule.state import Event, Failed, Finished, Heard, Joined, Lost, Task
 from farm.store.writer import Finished as Stored
 from farm.store.writer import tile_crc
 from farm.timeline import WORKER_COUNTERS
+
+if TYPE_CHECKING:
+    from farm.compute.render import TileResult
 
 (TAG_TASK, TAG_STOP, TAG_READY, TAG_RESULT, TAG_FAILED, TAG_HEARTBEAT, TAG_LOST,
  TAG_BYE) = range(8)

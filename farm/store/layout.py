@@ -64,7 +64,6 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-import farm.numerics as num
 from farm.plan import Plan
 from farm.spec import canonical_text
 
@@ -187,6 +186,8 @@ def store_bytes(plan: Plan, orbit_length: int | None = None) -> int:
 
 
 def _width_text(width: object) -> str:
+    import farm.numerics as num
+
     return num.decimal_text(width, 25)
 
 

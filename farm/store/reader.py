@@ -149,11 +149,25 @@ class Store:
         return self.file[name][frame]
 
     def raw(self, frame: int) -> RawFrame:
-        """Everything colouring needs of one frame (see :mod:`farm.raw`); an expmap
-        store's frame is synthesised from its units (StoreError if one is missing)."""
+        """Everything colouring needs of one frame (see :mod:`farm.raw`): arrays (H, W),
+        or (H, W, N) with sample 0 (the pixel centre, the ``iterations`` dataset) first
+        when the store has N > 1 samples per pixel; ``distance`` when it was rendered.
+        An expmap store's frame is synthesised from its units (StoreError if one is
+        missing)."""
         if self.expmap:
             return self._expmap_frame(frame)
-        return RawFrame(frame, self.iterations(frame), self.fraction(frame), self.histogram(frame))
+        n = self.spec.image.samples
+        has_distance = self.spec.render.distance
+
+        def full(name: str) -> np.ndarray:
+            centre = self.channel(name, frame)
+            if n == 1:
+                return centre
+            return np.concatenate([centre[..., None], self.channel("samples/" + name, frame)],
+                                  axis=2)
+
+        return RawFrame(frame, full("iterations"), full("fraction"), self.histogram(frame),
+                        full("distance") if has_distance else None)
 
     # ------------------------------------------------------------------ expmap units
     def unit(self, name: str, u: int) -> np.ndarray:
