@@ -38,7 +38,7 @@ from farm.store.reader import Store
 from farm.store.writer import StoreWriter
 
 if TYPE_CHECKING:
-    from farm.encode import FrameSink
+    from farm.encode.process import SinkProcess
 from farm.timeline import WORKER_COUNTERS, MasterTiming
 
 
@@ -117,20 +117,23 @@ class _Session:
     store_path: Path
     options: RenderOptions
     timing: MasterTiming
-    sink: FrameSink | None  # the video, coloured and encoded while the render runs
+    sink: SinkProcess | None  # the video, coloured and encoded while the render runs
     video_path: Path | None = None  # where the sink put it
 
 
 def _open_sink(spec: specmod.JobSpec, store_path: Path, video: str | None,
-               options: RenderOptions) -> FrameSink | None:
+               options: RenderOptions) -> SinkProcess | None:
     """The video sink with the job's colours and output settings (not the store's: a
-    render that changes only them recolours the stored frames), or None (--no-video)."""
+    render that changes only them recolours the stored frames), in a process of its
+    own (farm/encode/process.py), or None (--no-video). A palette or video path that
+    cannot be used is an error here, before any work."""
     if not options.video or not video:
         return None
-    from farm.encode import VideoSettings, open_video_sink
+    from farm.encode import check_video
+    from farm.encode.process import SinkProcess
 
-    return open_video_sink(store_path, spec.color, VideoSettings.from_spec(spec, video),
-                           progress=False)
+    check_video(store_path, spec.color, video)
+    return SinkProcess(store_path, specmod.canonical_text(spec), video)
 
 
 def _master_session(session: _Session, link: transport.MasterLink,

@@ -275,3 +275,35 @@ def test_bad_palette_file_stops_render_before_any_work(tmp_path, write_job):
     result = run_farm("render", str(job), cwd=tmp_path)
     assert result.returncode == 2 and "color.palette" in result.stderr
     assert not (tmp_path / "job.h5").exists()
+
+
+def test_an_interrupted_render_leaves_no_video_and_resume_makes_it(tmp_path, write_job):
+    """SIGINT mid-render: exit 75, no video under its name and no partial file (the video
+    process is stopped); `farm resume` renders the rest and makes the whole video, equal
+    to `farm encode` of the finished store."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import wait_for_tiles
+
+    job = write_job(size=(48, 32), frames=8, width=("3", "0.05"), tile=(16, 16), max_iter=300)
+    proc = subprocess.Popen([sys.executable, "-m", "farm", "render", str(job), "--quiet"],
+                            env={**os.environ, "FARM_TEST_TILE_DELAY": "0.1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    store, video = tmp_path / "job.h5", tmp_path / "job.mp4"
+    try:
+        wait_for_tiles(proc, store, 10)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 75, err
+    assert not video.exists() and not partial_path(video).exists()
+    result = run_farm("resume", str(store), "--quiet")
+    assert result.returncode == 0, result.stderr
+    after = run_farm("encode", str(store), "--video", str(tmp_path / "after.mp4"))
+    assert after.returncode == 0, after.stderr
+    assert decoded(video) == decoded(tmp_path / "after.mp4") and len(decoded(video)) == 8

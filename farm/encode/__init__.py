@@ -28,7 +28,7 @@ from farm.encode.sink import Colourer, FrameSink
 from farm.errors import SpecError, StoreError, UsageError
 from farm.store.reader import Store
 
-__all__ = ["EncodeError", "FrameSink", "VideoSettings", "check_complete", "check_output",
+__all__ = ["EncodeError", "FrameSink", "VideoSettings", "check_complete", "check_output", "check_video",
            "encode_video", "ffmpeg_binary", "open_video_sink", "partial_path", "png_name", "probe",
            "still_path", "write_frames"]
 
@@ -76,17 +76,25 @@ def _output_for(video: VideoSettings, frames: int, size: tuple[int, int]) -> Out
     return VideoOutput(video, *size)
 
 
+def check_video(store_path: str | os.PathLike[str], color, video: str | os.PathLike[str]) -> Style:
+    """SpecError (``color.palette``, ``output.video``) unless the store's frames can be
+    coloured with ``color`` into ``video`` (a still: its PNG); returns the style."""
+    style = Style.from_settings(color)
+    with Store(store_path) as store:
+        frames = store.frames
+    check_output(still_path(video) if frames == 1 else video, "output.video")
+    return style
+
+
 def open_video_sink(store_path: str | os.PathLike[str], color, video: VideoSettings, *,
                     progress: bool = False, colourer: Colourer | None = None) -> FrameSink:
     """A sink that colours the store's frames with ``color`` (a :class:`farm.spec.Color`)
     into ``video`` (a still: a PNG, :func:`still_path`) as they complete. The store must
     exist. Raises SpecError (``color.palette``, ``output.video``) before writing
     anything when the palette or the video path cannot be used."""
-    style = Style.from_settings(color)
+    style = check_video(store_path, color, video.path)
     with Store(store_path) as store:
         frames, size = store.frames, store.spec.size
-    target = still_path(video.path) if frames == 1 else video.path
-    check_output(target, "output.video")
     output = _output_for(video, frames, size)
     return FrameSink(store_path, output, style, color.smoothing, progress=progress, colourer=colourer)
 
