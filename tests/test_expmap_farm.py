@@ -277,3 +277,45 @@ def test_colouring_order_synthesises_each_frame_once(zoom):
     with Store(store) as s:
         synthesis = s._synthesis()
     assert synthesis.synthesised == frames
+
+
+def test_ready_frames_are_told_once_in_order_as_units_complete():
+    """The master's callback (Plan.frame_notifier): each completed unit tells the sink
+    the video frames that became ready, each frame once, frame 0 first; the frames
+    method passes frames through."""
+    from test_expmap_units import zoom_plan
+
+    plan = zoom_plan()
+    told: list[int] = []
+    done = np.zeros(len(plan.frames), bool)
+    done[:2] = True
+    notify = plan.frame_notifier(done, told.append)
+    for u in range(2, len(plan.frames)):
+        notify(u)
+        assert told == list(range(len(told)))
+        done[u] = True
+        assert told == list(plan.frames_ready(done))
+    notify(len(plan.frames) - 1)  # a repeat tells nothing new
+    assert told == list(range(211))
+    frames_plan = __import__("farm.plan", fromlist=["make_plan"]).make_plan(
+        __import__("conftest").make_spec(frames=3))
+    assert frames_plan.frame_notifier(np.zeros(3, bool), told.append) == told.append
+
+
+def test_video_made_during_the_render_equals_encode_afterwards(tmp_path):
+    """`farm render` of an expmap job colours video frames as their units complete (the
+    writer's completed units become ready frames); `farm encode` afterwards decodes to
+    the same frames."""
+    from test_encode import decoded
+
+    job, store = write(tmp_path, "v", expmap_text(tile=(96, 33), **{**ZOOM, "frames": 61,
+                                                                     "width": ("0.02", "0.005")}))
+    result = run_farm("render", str(job), "--quiet", env={"FARM_TEST_TILE_DELAY": "0.01"})
+    assert result.returncode == 0, result.stderr
+    after = tmp_path / "after.mp4"
+    result = run_farm("encode", str(store), "--video", str(after))
+    assert result.returncode == 0, result.stderr
+    during = decoded(tmp_path / "v.mp4")
+    assert len(during) == 61 and during == decoded(after)
+    with h5py.File(store) as f:
+        assert f["runs"][0]["video_frames"] == 61

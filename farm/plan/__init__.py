@@ -85,6 +85,16 @@ class Plan:
             return np.flatnonzero(np.asarray(done, dtype=bool))
         return self.layout.frames_ready(done)
 
+    def frame_notifier(self, done: Any, notify: Callable[[int], None]) -> Callable[[int], None]:
+        """The master's callback for completed frames (or expmap units): it calls
+        ``notify(f)`` for each video frame that becomes ready. ``done``: what was
+        complete before (frames_ready(done) are taken as told). Frames method: notify."""
+        if self.layout is None:
+            return notify
+        from farm.plan.units import ReadyFrames
+
+        return ReadyFrames(self.layout, done, notify)
+
     def unit_pixels(self, u: int) -> int:
         """Pixels that rendering frame (or unit) u computes."""
         if self.layout is None:

@@ -31,7 +31,8 @@ centre image.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -182,6 +183,30 @@ class ExpmapLayout:
         have = np.concatenate([[0], np.cumsum(done, dtype=np.int64)])
         lo, hi = np.array(self.needs, dtype=np.int64).T
         return np.flatnonzero(have[hi] - have[lo] == hi - lo)
+
+
+class ReadyFrames:
+    """The master's frame callback for an expmap render: called with each unit that
+    completes (from the writer's thread), it calls ``notify(f)`` once for every video
+    frame that has become ready (all its units complete), in ascending order. Frames
+    ready from the start (``done``: the units complete before) are taken as told."""
+
+    def __init__(self, layout: ExpmapLayout, done: np.ndarray, notify: Callable[[int], None]):
+        self.layout = layout
+        self.notify = notify
+        self.done = np.array(done, dtype=bool)
+        self.told = np.zeros(len(layout.needs), bool)
+        self.told[layout.frames_ready(self.done)] = True
+        self._lock = threading.Lock()
+
+    def __call__(self, unit: int) -> None:
+        with self._lock:
+            self.done[unit] = True
+            ready = self.layout.frames_ready(self.done)
+            new = ready[~self.told[ready]]
+            self.told[new] = True
+        for f in new:
+            self.notify(int(f))
 
 
 def _pieces(size: tuple[int, int], grid: TileGrid) -> tuple[Region, ...]:
