@@ -167,7 +167,7 @@ def _write_session(session: _Session, link: transport.MasterLink,
             print(f"farm: {len(bad)} stored tile(s) failed their checksum and will be "
                   "rendered again", file=sys.stderr)
         if sink:
-            for f in np.flatnonzero(writer.frame_done):  # frames a resume finds done
+            for f in plan.frames_ready(writer.frame_done):  # frames a resume finds done
                 sink.frame_complete(int(f))
         pending = writer.pending()
         timeline: dict[str, float] = {"process_started": session.timing.process_started,
@@ -210,7 +210,8 @@ def _render(session: _Session, writer: StoreWriter, link: transport.MasterLink,
     bar = Progress(plan.tasks, "render", done=plan.tasks - len(pending),
                    eta=lambda wall: eta_seconds(estimate.remaining_device_s(), device_s[0], wall))
     bar.enabled = options.progress
-    on_frame = session.sink.frame_complete if session.sink else None
+    on_frame = (plan.frame_notifier(writer.frame_done, session.sink.frame_complete)
+                if session.sink else None)  # expmap: completed units -> ready video frames
     try:
         report = run_master(writer, link, options.master, bar, on_batch=observe, on_frame=on_frame)
     finally:
