@@ -304,10 +304,9 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise UsageError(f"store {args.store}: {len(missing)} unit(s) not rendered yet "
                              f"(first: {missing[0]}); run `farm resume {args.store}`")
         specmod.check_directory(args.out, "--out")
-        plan = store.plan()
-        assert plan.layout is not None
-        centre = store.centre_image() if plan.layout.centre_units else None
-        paths = write_segments(plan.layout.geom, store.strip_rows, centre, plan.bins - 1, args.out,
+        layout = store.layout
+        centre = store.centre_image() if layout.centre_units else None
+        paths = write_segments(layout.geom, store.strip_rows, centre, store.bins - 1, args.out,
                                stem=args.stem, inner_octaves=args.inner_octaves,
                                metadata={"spec": store.spec_text})
     print(f"farm: wrote {len(paths)} OpenEXR file(s) to {args.out} ({args.stem}.00000000.exr is "

@@ -97,10 +97,12 @@ def test_synthesised_frames_look_like_the_frames_method(zoom):
 
 def test_units_hold_the_exponential_map(zoom):
     """The stored strip rows and centre image are the points the geometry names: counts
-    equal a numpy float64 render of those points except on a few chaotic samples."""
+    equal a numpy float64 render of those points except on a few chaotic samples. The
+    reader's layout (from the stored frame depths, no mpmath) is the plan's."""
     _, store, _ = zoom
     with Store(store) as s:
         plan = s.plan()
+        assert s.layout == plan.layout and s.bins == plan.bins
         g = plan.layout.geom
         center = complex(float(CENTER[0]), float(CENTER[1]))
         s_min = float(plan.s_min)
@@ -242,7 +244,8 @@ def test_engines_agree_through_the_store(zoom):
     _, store, _ = zoom
     with Store(store) as s:
         plan = s.plan()
-        host, dev = Synthesis(plan, engine="numpy", keep=2), Synthesis(plan, engine="opencl", keep=2)
+        host = Synthesis.for_plan(plan, engine="numpy", keep=2)
+        dev = Synthesis.for_plan(plan, engine="opencl", keep=2)
         for k in range(0, 211, 3):
             a = host.frame(k, s.strip_rows, s.centre_image)
             b = dev.frame(k, s.strip_rows, s.centre_image)

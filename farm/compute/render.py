@@ -49,6 +49,7 @@ import pyopencl.cltypes as clt
 import farm.numerics as num
 from farm.compute import programs
 from farm.compute.device import DeviceInfo
+from farm.compute.launch import LaunchConfig
 from farm.numerics.axes import encode_exact, exact_axis, sample_axis
 from farm.numerics.bla import bla_table
 from farm.numerics.encode import ENCODERS
@@ -57,27 +58,6 @@ from farm.plan import samples as sample_pattern
 from farm.plan.expmap import TWO_PI
 from farm.plan.units import CENTRE, EMPTY, STRIP, Region, scaled
 from farm.timeline import Counters
-
-
-@dataclass(frozen=True)
-class LaunchConfig:
-    """Work-group size, how many groups per compute unit a launch may use, and the
-    bins of the local-memory sub-histogram.
-
-    The global size is ``min(pixels rounded up to local_size, groups_per_unit *
-    compute_units * local_size)``; each work-item takes every G-th pixel. Counts
-    below ``local_bins`` are counted in local memory, the rest with global atomics.
-    """
-
-    local_size: int = 128
-    groups_per_unit: int = 16
-    local_bins: int = 2048
-
-    @classmethod
-    def for_device(cls, info: DeviceInfo) -> LaunchConfig:
-        if info.kind == "GPU":  # the best of the sweep in BENCHMARKS.md (H200)
-            return cls(local_size=256, groups_per_unit=32)
-        return cls(local_size=64, groups_per_unit=4)
 
 
 @dataclass

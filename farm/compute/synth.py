@@ -22,7 +22,7 @@ import pyopencl as cl
 
 from farm.compute import programs
 from farm.compute.device import DeviceInfo, candidates
-from farm.compute.render import LaunchConfig
+from farm.compute.launch import LaunchConfig
 from farm.errors import FarmError
 from farm.plan.expmap import ExpmapGeometry
 from farm.synth import Raster, frame_params, pixel_offsets, strip_coordinates

@@ -255,6 +255,21 @@ def _needs(layout: ExpmapLayout) -> tuple[tuple[int, int], ...]:
 
 
 # ---------------------------------------------------------------------------- the plan
+def layout_for(spec: JobSpec, depths: Sequence[float]) -> ExpmapLayout:
+    """The layout of an expmap job whose video frames have ``depths`` (log2 of their
+    pixel spacing over the deepest's, farm/plan/expmap.py): a pure function of them and
+    the spec's size, oversample and tile, so a store that keeps the depths rebuilds it
+    without arbitrary-precision arithmetic (ValueError for frames below 2x2 pixels)."""
+    from farm.plan.expmap import make_geometry
+
+    w, h = spec.size
+    geom = make_geometry(w, h, list(depths), spec.animation.oversample)
+    tile = spec.render.tile
+    a, p = geom.angles, geom.rows_per_octave
+    grid = TileGrid.auto(a, p) if tile == "auto" else TileGrid.fitted(a, p, *tile)
+    return make_layout(geom, grid)
+
+
 def expmap_plan(spec: JobSpec, frames: list[FramePlan],
                 stored: Sequence[tuple[int, str]] | None = None) -> Plan:
     """The plan of an expmap job whose video frames are ``frames``: the geometry of
@@ -264,7 +279,7 @@ def expmap_plan(spec: JobSpec, frames: list[FramePlan],
     import farm.numerics as num
     from farm.errors import SpecError
     from farm.plan import FramePlan, Plan
-    from farm.plan.expmap import frame_depths, make_geometry
+    from farm.plan.expmap import frame_depths
 
     if spec.image.samples > 1:
         raise SpecError("image.samples", "the expmap method takes one sample per strip pixel "
@@ -278,14 +293,10 @@ def expmap_plan(spec: JobSpec, frames: list[FramePlan],
                         "strip by perturbation; use \"auto\" or \"perturb\"")
     w, h = spec.size
     try:
-        geom = make_geometry(w, h, frame_depths(frames), spec.animation.oversample)
+        layout = layout_for(spec, frame_depths(frames))
     except ValueError:
         raise SpecError("image.size", f"{w}x{h}: the expmap method needs frames of at least "
                         "2x2 pixels") from None
-    tile = spec.render.tile
-    a, p = geom.angles, geom.rows_per_octave
-    grid = TileGrid.auto(a, p) if tile == "auto" else TileGrid.fitted(a, p, *tile)
-    layout = make_layout(geom, grid)
     s_min = min(frames, key=lambda f: f.width).spacing
     limits = np.array([f.max_iter for f in frames], dtype=np.int64)
     lo, hi = np.array(layout.needs, dtype=np.int64).reshape(-1, 2).T
@@ -302,7 +313,7 @@ def expmap_plan(spec: JobSpec, frames: list[FramePlan],
         width = 2 * scaled(s_min, layout.radius_log2(u))
         units.append(FramePlan(u, width, spacing, log10_s, max_iter, fmt,
                                num.coordinate_bits(spacing)))
-    return Plan(spec, tuple(units), grid, tuple(frames), layout)
+    return Plan(spec, tuple(units), layout.grid, tuple(frames), layout)
 
 
 def scaled(s_min: Any, log2_factor: float) -> Any:

@@ -49,6 +49,9 @@ units are complete, ``histogram`` counts a unit's stored pixels (filler included
     video/width     S40 (F,)    each video frame's width (25 digits)
     video/max_iter  int64 (F,)  its iteration limit (synthesis counts later escapes
                                 as interior)
+    video/depth     float64 (F,) log2 of its pixel spacing over the deepest frame's:
+                                with the spec, all a reader needs to rebuild the units'
+                                layout (no arbitrary-precision arithmetic)
 
 with the attribute ``expmap`` (JSON: angles, rows per octave, strip rows, centre
 size, ...; informational, the plan recomputes it from the spec).
@@ -158,6 +161,7 @@ def _expmap_datasets(f: h5py.File, plan: Plan) -> None:
     f["units/number"] = np.array([u.number for u in layout.units], "<i8")
     f["video/width"] = np.array([_width_text(fr.width) for fr in plan.video], "S40")
     f["video/max_iter"] = np.array([fr.max_iter for fr in plan.video], "<i8")
+    f["video/depth"] = np.array(geom.depths, "<f8")
     f.attrs["expmap"] = json.dumps({
         "angles": geom.angles, "rows_per_octave": geom.rows_per_octave, "rows": geom.rows,
         "segments": geom.segments, "l_base": geom.l_base, "centre_size": list(geom.centre_size),
@@ -178,7 +182,7 @@ def store_bytes(plan: Plan, orbit_length: int | None = None) -> int:
     total += f_count * grid.count * per_tile
     total += f_count * (40 + 8 + 16)  # frames/width, max_iter, precision
     if plan.layout is not None:
-        total += f_count * (8 + 8) + len(plan.video) * (40 + 8)  # units/*, video/*
+        total += f_count * (8 + 8) + len(plan.video) * (40 + 8 + 8)  # units/*, video/*
     needs = plan.reference_needs()
     if needs is not None:
         total += 16 * (orbit_length or needs[1] + 1)

@@ -24,7 +24,7 @@ import numpy as np
 from farm import spec as specmod
 from farm.errors import StoreError
 from farm.estimate import WorkEstimate, eta_seconds
-from farm.plan import Plan, make_plan
+from farm.plan import ExpmapLayout, Plan, make_plan
 from farm.raw import RawFrame
 from farm.store import layout, lock
 from farm.synth import Raster
@@ -68,10 +68,7 @@ class Store:
         iteration limits and formats win over what this version of the farm would
         choose now. Built once per reader (an expmap store's, once per process)."""
         if self._plan is None:
-            if self.method == "expmap":
-                self._plan = self._synthesis().plan
-            else:
-                self._plan = self._stored_plan()
+            self._plan = self._stored_plan()
         return self._plan
 
     def _stored_plan(self) -> Plan:
@@ -119,7 +116,7 @@ class Store:
         if not self.expmap:
             return self.unit_done()
         ready = np.zeros(self.frames, bool)
-        ready[self.plan().frames_ready(self.unit_done())] = True
+        ready[self.layout.frames_ready(self.unit_done())] = True
         return ready
 
     def iterations(self, frame: int) -> np.ndarray:
@@ -200,27 +197,41 @@ class Store:
             d[at] = self.file["fraction"][u, rows, cols]
         return Raster(n, d)
 
-    def _layout(self):
-        layout = self.plan().layout
-        if layout is None:
+    @property
+    def layout(self) -> ExpmapLayout:
+        """An expmap store's units and what each video frame reads (farm/plan/units.py),
+        rebuilt from the stored frame depths: no arbitrary-precision arithmetic, once per
+        process."""
+        return self._synthesis().layout
+
+    @property
+    def bins(self) -> int:
+        """Histogram length: the largest stored iteration limit + 1."""
+        return int(self.file["frames/max_iter"][...].max()) + 1
+
+    def _layout(self) -> ExpmapLayout:
+        if not self.expmap:
             raise StoreError(f"store {self.path}: not an expmap store")
-        return layout
+        return self.layout
 
     def _synthesis(self):
+        from farm.plan.units import layout_for
         from farm.synth.engine import Synthesis, shared
 
         stat = os.stat(self.path)
         key = (os.path.realpath(self.path), stat.st_dev, stat.st_ino,
                str(self.file.attrs.get("created")), self.spec_text)
         keep = 2 * self.spec.color.smoothing + 8
-        return shared(key, lambda: Synthesis(self._stored_plan(), keep=keep))
+
+        def make() -> Synthesis:
+            layout = layout_for(self.spec, self.file["video/depth"][...].tolist())
+            return Synthesis(layout, self.file["video/max_iter"][...].tolist(), self.bins, keep=keep)
+        return shared(key, make)
 
     def _expmap_frame(self, frame: int) -> RawFrame:
-        plan = self.plan()
         if not 0 <= frame < self.frames:
             raise StoreError(f"store {self.path}: frame {frame} of {self.frames}")
-        assert plan.layout is not None
-        lo, hi = plan.layout.needs[frame]
+        lo, hi = self.layout.needs[frame]
         missing = np.flatnonzero(~self.unit_done()[lo:hi])
         if len(missing):
             raise StoreError(f"store {self.path}: frame {frame} needs unit {lo + missing[0]}, "

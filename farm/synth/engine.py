@@ -26,19 +26,23 @@ share one :class:`Synthesis`.
 from __future__ import annotations
 
 import collections
+import glob
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from farm.errors import UsageError
-from farm.plan import Plan
 from farm.plan.expmap import ExpmapGeometry
+from farm.plan.units import ExpmapLayout
 from farm.raw import RawFrame
 from farm.synth import Raster, synthesize_arrays
+
+if TYPE_CHECKING:
+    from farm.plan import Plan
 
 Fetch = Callable[[int, int], Raster]  # global strip rows a .. b-1
 
@@ -129,6 +133,13 @@ class HostEngine:
         return out
 
 
+def gpu_possible() -> bool:
+    """A GPU device node exists (NVIDIA, AMD's KFD, a DRM render node): only then is
+    OpenCL asked for a GPU (the same test as the frame sink's colourer)."""
+    return (os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd")
+            or bool(glob.glob("/dev/dri/renderD*")))
+
+
 def make_engine(geom: ExpmapGeometry, bins: int, engine: str = "auto") -> Engine:
     """The engine that synthesises frames of ``geom`` with up to ``bins`` histogram
     bins: ``numpy``, ``opencl`` (the best OpenCL device: a GPU, else PoCL's CPU) or
@@ -137,6 +148,8 @@ def make_engine(geom: ExpmapGeometry, bins: int, engine: str = "auto") -> Engine
         engine = os.environ.get("FARM_SYNTH_ENGINE", "auto") or "auto"
     if engine not in ("auto", "numpy", "opencl"):
         raise UsageError(f"FARM_SYNTH_ENGINE: {engine!r} is not auto, numpy or opencl")
+    if engine == "auto" and not gpu_possible():
+        engine = "numpy"  # no GPU device node: skip OpenCL's start-up
     if engine != "numpy":
         from farm.compute.synth import device_synthesizer
 
@@ -149,16 +162,19 @@ def make_engine(geom: ExpmapGeometry, bins: int, engine: str = "auto") -> Engine
 
 
 class Synthesis:
-    """The video frames of one expmap plan, synthesised on demand (thread-safe).
+    """The video frames of one expmap render, synthesised on demand (thread-safe).
 
-    ``keep``: synthesised frames kept for the next request of the same frame."""
+    ``layout``: its units (farm/plan/units.py); ``limits[k]``: video frame k's
+    iteration limit; ``bins``: the store's histogram length (every frame's histogram is
+    padded to it); ``keep``: synthesised frames kept for the next request of the same
+    frame."""
 
-    def __init__(self, plan: Plan, engine: str = "auto", keep: int = 16):
-        if plan.layout is None:
-            raise ValueError("not an expmap plan")
-        self.plan = plan
-        self.geom = plan.layout.geom
-        self.bins = plan.bins
+    def __init__(self, layout: ExpmapLayout, limits: Sequence[int], bins: int, engine: str = "auto",
+                 keep: int = 16):
+        self.layout = layout
+        self.geom = layout.geom
+        self.limits = [int(m) for m in limits]
+        self.bins = bins
         self.keep = keep
         self._engine_name = engine
         self._engine: Engine | None = None
@@ -167,6 +183,12 @@ class Synthesis:
         self._lock = threading.Lock()
         self.synthesised = 0  # frames synthesised (not served from the cache)
         self.rows_fetched = 0  # strip rows read
+
+    @classmethod
+    def for_plan(cls, plan: Plan, engine: str = "auto", keep: int = 16) -> Synthesis:
+        if plan.layout is None:
+            raise ValueError("not an expmap plan")
+        return cls(plan.layout, [f.max_iter for f in plan.video], plan.bins, engine, keep)
 
     def frame(self, k: int, rows: Fetch, centre: Callable[[], Raster]) -> RawFrame:
         """Video frame k, whose units must be complete; ``rows(a, b)`` reads global strip
@@ -183,7 +205,7 @@ class Synthesis:
             first, stop = self.geom.frame_rows(k)
             if first < stop:
                 self.rows_fetched += engine.ensure_rows(first, stop, rows)
-            limit = self.plan.video[k].max_iter
+            limit = self.limits[k]
             arrays = engine.synthesize(k, limit)
             hist = np.zeros(self.bins, np.int64)
             hist[:limit + 1] = arrays["histogram"]
