@@ -213,14 +213,13 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from farm import spec as specmod
     from farm.color import Style
-    from farm.encode import check_output
     from farm.plan import make_plan
     from farm.report import plan_info, plan_summary
 
     job = specmod.load(args.job)
     plan = make_plan(job)
     specmod.check_writable(job.output.store, "output.store")
-    check_output(job.output.video, "output.video")
+    specmod.check_writable(job.output.video, "output.video")
     Style.from_settings(job.color)  # a gradient file that cannot be read or parsed
     device = _estimate_device(args.device)
     print(json.dumps(plan_info(plan, args.job, device)) if args.json

@@ -23,7 +23,7 @@ import numpy as np
 
 from farm import spec as specmod
 from farm.compute.device import DeviceInfo, bind_device, bind_local
-from farm.compute.render import TileRenderer
+from farm.compute.render import FramePrep, TileRenderer
 from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, StoreError, UsageError
 from farm.estimate import WorkEstimate, eta_seconds
 from farm.plan import Plan, make_plan
@@ -246,10 +246,11 @@ def _run_in_process(session: _Session, orbit: np.ndarray | None,
         print(f"farm: rendering on {info.describe()}", file=sys.stderr)
     ranks = list(range(len(bound)))
     link = transport.ThreadMaster(ranks)
+    prep = FramePrep(plan, orbit)  # each frame's host work once, for every GPU
     threads = []
     for rank, (info, device) in zip(ranks, bound, strict=True):
         def make(info: DeviceInfo = info, device: Any = device) -> TileRenderer:
-            return TileRenderer(device, info, plan, reference=orbit)
+            return TileRenderer(device, info, plan, reference=orbit, prep=prep)
         threads.append(threading.Thread(target=run_worker, name=f"farm-worker-{rank}", daemon=True,
                                         args=(plan, make, link.link(rank))))
     for t in threads:

@@ -9,9 +9,11 @@ that cut a run into phases and the time spent in each kind of work:
   assignment to last tile stored), the video's tail (last tile stored to video
   written);
 * work inside the render phase, summed over workers: GPU busy (the kernels' device
-  time), kernel builds and device set-up, per-frame host preparation (coordinates,
-  skip tables), sending results, idle waiting for work; on the master: its loop
-  (receiving, deciding), the writer thread; the video: colouring and encoding.
+  time), kernel builds and device set-up, waiting for per-frame host preparation
+  (coordinates, skip tables: built ahead of need, so only a wait is on the critical
+  path), sending results, idle waiting for work; on the master: its loop (receiving,
+  deciding), the writer thread; the video: colouring and encoding (in the sink's own
+  process).
 
 Workers count their own seconds and send the running totals with every result
 (``WORKER_COUNTERS``); the master keeps each worker's latest.

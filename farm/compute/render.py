@@ -37,6 +37,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import math
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -131,7 +132,10 @@ class TileRenderer:
 
     def __init__(self, device: cl.Device, info: DeviceInfo, plan: Plan,
                  config: LaunchConfig | None = None, slots: int = 4,
-                 reference: np.ndarray | None = None, skipping: bool = True):
+                 reference: np.ndarray | None = None, skipping: bool = True,
+                 prep: FramePrep | None = None):
+        """``prep`` shares per-frame host work with the process's other renderers (made
+        for this one alone when not given)."""
         self.info = info
         self.plan = plan
         self.counters = Counters()  # kernel builds and per-frame preparation, in seconds
@@ -154,11 +158,10 @@ class TileRenderer:
             self.orbit = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                    hostbuf=orbit)
             self.orbit_len = len(orbit)
-        # per-frame state (coordinate axes, or a perturbed frame's arguments), built on a
-        # thread of its own ahead of need (prepare), kept for the last few frames
-        self._prep = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="farm-prep")
-        self._states: collections.OrderedDict[int, concurrent.futures.Future] = (
-            collections.OrderedDict())
+        # per-frame host state (coordinate axes, or a perturbed frame's half spacing and
+        # skip table), built ahead of need; the device buffers of the last few frames
+        self._prep = prep or FramePrep(plan, reference, skipping)
+        self._device_args: collections.OrderedDict[int, list] = collections.OrderedDict()
 
     def _new_slot(self) -> _Slot:
         mf, grid = cl.mem_flags, self.plan.grid
@@ -180,84 +183,42 @@ class TileRenderer:
                      cl.Buffer(self.ctx, mf.READ_WRITE, 8 * self.plan.bins), staging, pinned)
 
     # ----------------------------------------------------------------- per-frame state
-    def prepare(self, frame: FramePlan, keep: int = 8) -> concurrent.futures.Future:
-        """Start building the frame's state on the preparation thread (once); the worker
-        calls this for the frames of the tiles it has queued, so the host work of a new
-        frame overlaps the kernels of the one before. The ``keep`` most recent stay."""
-        future = self._states.get(frame.index)
-        if future is None:
-            future = self._states[frame.index] = self._prep.submit(self._build_state, frame)
-            while len(self._states) > keep:
-                self._states.popitem(last=False)
-        else:
-            self._states.move_to_end(frame.index)
-        return future
+    def prepare(self, frame: FramePlan) -> concurrent.futures.Future:
+        """Start the frame's host-side preparation (once per process, see
+        :class:`FramePrep`); the worker calls this for the frames of the tiles it has
+        queued, so the host work of a new frame overlaps the kernels of the one before."""
+        return self._prep.prepare(frame)
 
-    def _build_state(self, frame: FramePlan) -> Any:
+    def _host_state(self, frame: FramePlan) -> Any:
+        """The frame's prepared host state; the wait is the worker's "prep" time."""
+        future = self.prepare(frame)
+        if future.done():
+            return future.result()
         with self.counters.timing("prep"):
-            if self.plan.layout is not None:
-                return self._build_unit_state(frame)
-            if frame.precision == "perturb":
-                return self._build_frame_args(frame)
-            return self._build_axes(frame)
-
-    def _build_unit_state(self, unit: FramePlan) -> Any:
-        """An expmap unit's state: a segment's skip tables (its |dc| reaches its outer
-        radius), or the centre image's perturbation arguments or coordinate axes."""
-        layout = self.plan.layout
-        assert layout is not None
-        dc_max = num.float_at_least(scaled(self.plan.s_min, layout.radius_log2(unit.index)))
-        if layout.units[unit.index].kind != CENTRE:
-            return self._build_frame_args(unit, dc_max)[2:]  # no pixel spacing
-        if unit.precision == "perturb":
-            return self._build_frame_args(unit, dc_max)
-        wc, hc = layout.geom.centre_size
-        return self._build_axes(unit, (wc, hc))
+            return future.result()
 
     def axes(self, frame: FramePlan) -> tuple[np.ndarray, np.ndarray]:
         """(xs, ys) of the whole frame in a direct format: every (column, sample) and
         (row, sample), sample k of column i at i * N + k."""
-        return self.prepare(frame).result()
-
-    def _build_axes(self, frame: FramePlan,
-                    size: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        spec = self.plan.spec
-        w, h = size or spec.size
-        cr, ci = spec.view.center
-        fmt = frame.precision
-        if self.plan.samples == 1:
-            return (encode_exact(fmt, *exact_axis(cr, frame.spacing, w, +1, frame.bits)),
-                    encode_exact(fmt, *exact_axis(ci, frame.spacing, h, -1, frame.bits)))
-        offs = sample_pattern.offsets(self.plan.samples)  # (x right, y down) in 2^-16 px
-        return (sample_axis(cr, frame.spacing, w, [o[0] for o in offs], +1, frame.bits, fmt),
-                sample_axis(ci, frame.spacing, h, [o[1] for o in offs], -1, frame.bits, fmt))
+        return self._host_state(frame)
 
     def _frame_args(self, frame: FramePlan) -> list:
         """The per-frame kernel arguments of a perturbed frame: the half pixel spacing
         (mantissa, exponent), the escape radius squared, then the frame's BLA table (ab,
-        r, offsets buffers, levels), levels 0 (no skipping) when skipping is off."""
-        return self.prepare(frame).result()
+        r, offsets buffers, levels), levels 0 (no skipping) when skipping is off. The
+        table's device buffers are made once per renderer and frame."""
+        args = self._device_args.get(frame.index)
+        if args is None:
+            h_m, h_e, ab, r, off, levels = self._host_state(frame)
+            mf = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+            args = [np.float64(h_m), np.int32(h_e), self._r2_args["perturb"],
+                    cl.Buffer(self.ctx, mf, hostbuf=ab), cl.Buffer(self.ctx, mf, hostbuf=r),
+                    cl.Buffer(self.ctx, mf, hostbuf=off), np.uint32(levels)]
+            self._device_args[frame.index] = args
+            while len(self._device_args) > FramePrep.KEEP:
+                self._device_args.popitem(last=False)
+        return args
 
-    def _build_frame_args(self, frame: FramePlan, dc_max: float | None = None) -> list:
-        with num.workprec(frame.bits):
-            h_m, h_e = num.frexp(frame.spacing / 2)
-        levels = 0
-        ab, r, off = np.zeros((1, 4)), np.zeros(1), np.zeros(2, dtype=np.uint32)
-        if self.skipping and self._reference is not None:
-            if dc_max is None:
-                w, h = self.plan.spec.size
-                with num.workprec(frame.bits):  # |dc| <= half spacing x diagonal in pixels
-                    dc_max = num.float_at_least(frame.spacing / 2 * mpmath.hypot(w, h))
-            ab, r, off = bla_table(self._reference, dc_max)
-            levels = len(off) - 1
-            if levels == 0:
-                ab, r, off = np.zeros((1, 4)), np.zeros(1), np.zeros(2, dtype=np.uint32)
-        mf = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
-        return [np.float64(h_m), np.int32(h_e), self._r2_args["perturb"],
-                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(ab, dtype=np.float64)),
-                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(r, dtype=np.float64)),
-                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(off, dtype=np.uint32)),
-                np.uint32(levels)]
 
     # ----------------------------------------------------------------- launches
     def _polar(self, frame: FramePlan) -> bool:
@@ -315,14 +276,14 @@ class TileRenderer:
     def _polar_args(self, frame: FramePlan, region: Region, slot: _Slot) -> tuple[list, list, tuple]:
         """A polar tile's arguments (kernels/perturb.cl with -DPOLAR): row radii
         mantissas and their exponent, column (cos, sin), then the unit's r2 and skip
-        tables."""
+        tables (the frame arguments without the half pixel spacing)."""
         if self.orbit is None:
             raise RuntimeError("a polar tile needs the reference orbit")
         rho_m, rho_e, cis = polar_offsets(self.plan, region)
         uploads = [cl.enqueue_copy(self.queue, slot.ys, rho_m, is_blocking=False),
                    cl.enqueue_copy(self.queue, slot.xs, cis, is_blocking=False)]
         args = [self.orbit, np.uint32(self.orbit_len), slot.ys, np.int32(rho_e), slot.xs,
-                *self._frame_args(frame)]
+                *self._frame_args(frame)[2:]]
         return args, uploads, (rho_m, cis)
 
     def launch(self, frame: FramePlan, tile: Tile) -> _Launch:
@@ -396,6 +357,84 @@ class TileRenderer:
 
     def render(self, frame: FramePlan, tile: Tile) -> TileResult:
         return self.finish(self.launch(frame, tile))
+
+
+class FramePrep:
+    """Per-frame host work: coordinate axes (direct formats) or the half spacing and skip
+    table (perturbation), built once per frame on a thread of its own and shared by
+    every renderer of the process (one worker thread per GPU), the ``KEEP`` most recent
+    frames kept. Thread-safe."""
+
+    KEEP = 8
+
+    def __init__(self, plan: Plan, reference: np.ndarray | None, skipping: bool = True):
+        self.plan, self.reference, self.skipping = plan, reference, skipping
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="farm-prep")
+        self._lock = threading.Lock()
+        self._states: collections.OrderedDict[int, concurrent.futures.Future] = (
+            collections.OrderedDict())
+
+    def prepare(self, frame: FramePlan) -> concurrent.futures.Future:
+        with self._lock:
+            future = self._states.get(frame.index)
+            if future is None:
+                future = self._states[frame.index] = self._pool.submit(self._build, frame)
+                while len(self._states) > self.KEEP:
+                    self._states.popitem(last=False)
+            else:
+                self._states.move_to_end(frame.index)
+            return future
+
+    def _build(self, frame: FramePlan) -> Any:
+        if self.plan.layout is not None:
+            return self._unit(frame)
+        if frame.precision == "perturb":
+            return self._perturbation(frame)
+        return self._axes(frame)
+
+    def _unit(self, unit: FramePlan) -> Any:
+        """An expmap unit's state: a segment's skip table (its |dc| reaches its outer
+        radius; its h_m, h_e are not used), or the centre image's perturbation state or
+        coordinate axes."""
+        layout = self.plan.layout
+        assert layout is not None
+        dc_max = num.float_at_least(scaled(self.plan.s_min, layout.radius_log2(unit.index)))
+        if layout.units[unit.index].kind != CENTRE or unit.precision == "perturb":
+            return self._perturbation(unit, dc_max)
+        return self._axes(unit, layout.geom.centre_size)
+
+    def _axes(self, frame: FramePlan,
+              size: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        spec = self.plan.spec
+        w, h = size or spec.size
+        cr, ci = spec.view.center
+        fmt = frame.precision
+        if self.plan.samples == 1:
+            return (encode_exact(fmt, *exact_axis(cr, frame.spacing, w, +1, frame.bits)),
+                    encode_exact(fmt, *exact_axis(ci, frame.spacing, h, -1, frame.bits)))
+        offs = sample_pattern.offsets(self.plan.samples)  # (x right, y down) in 2^-16 px
+        return (sample_axis(cr, frame.spacing, w, [o[0] for o in offs], +1, frame.bits, fmt),
+                sample_axis(ci, frame.spacing, h, [o[1] for o in offs], -1, frame.bits, fmt))
+
+    def _perturbation(self, frame: FramePlan, dc_max: float | None = None) -> tuple:
+        """(h_m, h_e, ab, r, offsets, levels) of a perturbed frame (see _frame_args);
+        ``dc_max`` bounds |dc| (default: the frame's half diagonal)."""
+        with num.workprec(frame.bits):
+            h_m, h_e = num.frexp(frame.spacing / 2)
+        levels = 0
+        ab, r, off = np.zeros((1, 4)), np.zeros(1), np.zeros(2, dtype=np.uint32)
+        if self.skipping and self.reference is not None:
+            if dc_max is None:
+                w, h = self.plan.spec.size
+                with num.workprec(frame.bits):  # |dc| <= half spacing x diagonal in pixels
+                    dc_max = num.float_at_least(frame.spacing / 2 * mpmath.hypot(w, h))
+            ab, r, off = bla_table(self.reference, dc_max)
+            levels = len(off) - 1
+            if levels == 0:
+                ab, r, off = np.zeros((1, 4)), np.zeros(1), np.zeros(2, dtype=np.uint32)
+        return (h_m, h_e, np.ascontiguousarray(ab, dtype=np.float64),
+                np.ascontiguousarray(r, dtype=np.float64),
+                np.ascontiguousarray(off, dtype=np.uint32), levels)
 
 
 def polar_offsets(plan: Plan, region: Region) -> tuple[np.ndarray, int, np.ndarray]:

@@ -15,17 +15,17 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from farm import spec as specmod
 from farm.color.methods import Style
 from farm.encode.ffmpeg import EncodeError, VideoSettings, ffmpeg_binary, partial_path
 from farm.encode.outputs import Output, PngOutput, StillOutput, VideoOutput, png_name
 from farm.encode.sink import Colourer, FrameSink
-from farm.errors import SpecError, StoreError, UsageError
+from farm.errors import StoreError, UsageError
 from farm.store.reader import Store
 
 __all__ = ["EncodeError", "FrameSink", "VideoSettings", "check_complete", "check_output", "check_video",
@@ -40,23 +40,13 @@ def still_path(video: str | os.PathLike[str]) -> Path:
 
 def check_output(path: str | os.PathLike[str], field: str, directory: bool = False) -> None:
     """SpecError (one line, naming ``field``) unless ``path`` can be written: a file
-    (``directory=False``) or a directory to create or fill. Tries a hidden temporary
-    file in the nearest existing folder (removed at once): permissions, read-only
-    mounts and pseudo file systems such as /proc all answer. Creates nothing."""
-    p = Path(path).absolute()
-    if p.exists() and p.is_dir() != directory:
-        raise SpecError(field, f"{path} is a {'file' if directory else 'directory'}, "
-                        f"not a {'directory' if directory else 'file'}")
-    probe_dir = p if directory and p.exists() else p.parent
-    while not probe_dir.exists():
-        probe_dir = probe_dir.parent
-    if not probe_dir.is_dir():
-        raise SpecError(field, f"cannot create {path}: {probe_dir} is not a directory")
-    try:
-        with tempfile.TemporaryFile(dir=probe_dir, prefix=".farm-probe-"):
-            pass
-    except OSError as err:
-        raise SpecError(field, f"cannot write {path}: {probe_dir}: {err.strerror or err}") from None
+    (``directory=False``) or a directory to create or fill. Creates nothing (see
+    :func:`farm.spec.check_writable`: it probes with a hidden file, so read-only mounts
+    and /proc answer too)."""
+    if directory:
+        specmod.check_directory(path, field)
+    else:
+        specmod.check_writable(path, field)
 
 
 def check_complete(store: Store, frames: Iterable[int], smoothing: int) -> None:
