@@ -121,19 +121,27 @@ class _Session:
     video_path: Path | None = None  # where the sink put it
 
 
-def _open_sink(spec: specmod.JobSpec, store_path: Path, video: str | None,
-               options: RenderOptions) -> SinkProcess | None:
-    """The video sink with the job's colours and output settings (not the store's: a
-    render that changes only them recolours the stored frames), in a process of its
-    own (farm/encode/process.py), or None (--no-video). A palette or video path that
-    cannot be used is an error here, before any work."""
-    if not options.video or not video:
+def _spawn_sink(options: RenderOptions) -> SinkProcess | None:
+    """The video's process (farm/encode/process.py), started before anything else, or
+    None (--no-video)."""
+    if not options.video:
         return None
-    from farm.encode import check_video
     from farm.encode.process import SinkProcess
 
+    return SinkProcess()
+
+
+def _open_sink(sink: SinkProcess | None, spec: specmod.JobSpec, store_path: Path,
+               video: str | None) -> SinkProcess | None:
+    """Give the video's process its job: the job's colours and output settings (not the
+    store's: a render that changes only them recolours the stored frames). A palette or
+    video path that cannot be used is an error here, before any work."""
+    if sink is None or not video:
+        return None
+    from farm.encode import check_video
+
     check_video(store_path, spec.color, video)
-    return SinkProcess(store_path, specmod.canonical_text(spec), video)
+    return sink.start(store_path, specmod.canonical_text(spec), video)
 
 
 def _master_session(session: _Session, link: transport.MasterLink,
@@ -272,14 +280,20 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
     if comm is not None:
         return _render_mpi(comm, lambda: (spec, store_path, video), options)
     _check_paths(store_path, video, options)
-    bound = bind_local(options.device, options.workers)  # before anything is written
     timing = MasterTiming()
-    with StoreLock(store_path):
-        plan, orbit = prepare_store(spec, store_path, options.restart, options.progress,
-                                    options.check_space, timing)
-        session = _Session(plan, store_path, options, timing,
-                           _open_sink(spec, store_path, video, options))
-        return _finish(_run_in_process(session, orbit, bound), session)
+    sink = _spawn_sink(options)
+    try:
+        bound = bind_local(options.device, options.workers)  # before anything is written
+        with StoreLock(store_path):
+            plan, orbit = prepare_store(spec, store_path, options.restart, options.progress,
+                                        options.check_space, timing)
+            session = _Session(plan, store_path, options, timing,
+                               _open_sink(sink, spec, store_path, video))
+            return _finish(_run_in_process(session, orbit, bound), session)
+    except BaseException:
+        if sink is not None:
+            sink.abort()
+        raise
 
 
 
@@ -337,12 +351,15 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
             raise kind("; ".join(text for _, text in problems))
         spec, store_path, video = job()
         _check_paths(store_path, video, options)
-        held.enter_context(StoreLock(store_path))
         timing = MasterTiming()
+        sink = _spawn_sink(options)
+        if sink is not None:
+            held.callback(sink.abort)  # unless the render ends well: _master_session finishes it
+        held.enter_context(StoreLock(store_path))
         plan, orbit = prepare_store(spec, store_path, options.restart, options.progress,
                                     options.check_space, timing)
         session = _Session(plan, store_path, options, timing,
-                           _open_sink(spec, store_path, video, options))
+                           _open_sink(sink, spec, store_path, video))
     except BaseException:
         held.close()
         raise

@@ -33,17 +33,28 @@ from farm.errors import FarmError
 
 
 class SinkProcess:
-    """The parent's handle on a sink in a child process."""
+    """The parent's handle on a sink in a child process.
 
-    def __init__(self, store_path: str | os.PathLike[str], spec_text: str, video: str | os.PathLike[str]):
+    The child is started first (``SinkProcess()``), as early as the render can: then
+    the parent is small (forking a process that has a GPU driver's mappings took most
+    of a second on an H200 host) and the child's imports overlap the render's start.
+    :meth:`start` gives it the job once the store exists."""
+
+    def __init__(self) -> None:
         self.color_s = self.write_s = 0.0
         self.written = 0
-        self._video = Path(video)
+        self._video: Path | None = None
         self._lock = threading.Lock()
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "farm.encode.process"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, text=True, process_group=0)  # Ctrl-C is the parent's to handle
+
+    def start(self, store_path: str | os.PathLike[str], spec_text: str,
+              video: str | os.PathLike[str]) -> SinkProcess:
+        """Colour the store's frames with the job's colours into ``video``."""
+        self._video = Path(video)
         self._send(json.dumps({"store": str(store_path), "spec": spec_text, "video": str(video)}))
+        return self
 
     def _send(self, line: str) -> None:
         stdin = self._proc.stdin
@@ -76,8 +87,9 @@ class SinkProcess:
                 self._proc.wait()
         from farm.encode.ffmpeg import partial_path
 
-        with contextlib.suppress(OSError):  # if the child could not clean up (killed)
-            partial_path(self._video).unlink()
+        if self._video is not None:
+            with contextlib.suppress(OSError):  # if the child could not clean up (killed)
+                partial_path(self._video).unlink()
 
     def _answer(self) -> dict[str, Any]:
         assert self._proc.stdout is not None
@@ -97,7 +109,10 @@ def _serve(stdin: IO[str], stdout: IO[str]) -> int:
     from farm import spec as specmod
     from farm.encode import VideoSettings, open_video_sink
 
-    job = json.loads(stdin.readline())
+    first = stdin.readline()
+    if not first.strip() or first.strip() == "abort":  # the render ended before it began
+        return 0
+    job = json.loads(first)
     spec = specmod.parse_text(job["spec"])
     sink = open_video_sink(job["store"], spec.color, VideoSettings.from_spec(spec, job["video"]))
     for line in stdin:
