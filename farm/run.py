@@ -254,7 +254,7 @@ def _run_in_process(session: _Session, orbit: np.ndarray | None,
         print(f"farm: rendering on {info.describe()}", file=sys.stderr)
     ranks = list(range(len(bound)))
     link = transport.ThreadMaster(ranks)
-    prep = FramePrep(plan, orbit)  # each frame's host work once, for every GPU
+    prep = FramePrep(plan, orbit, threads=len(bound))  # each frame's host work once, for every GPU
     threads = []
     for rank, (info, device) in zip(ranks, bound, strict=True):
         def make(info: DeviceInfo = info, device: Any = device) -> TileRenderer:

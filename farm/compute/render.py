@@ -361,15 +361,16 @@ class TileRenderer:
 
 class FramePrep:
     """Per-frame host work: coordinate axes (direct formats) or the half spacing and skip
-    table (perturbation), built once per frame on a thread of its own and shared by
-    every renderer of the process (one worker thread per GPU), the ``KEEP`` most recent
-    frames kept. Thread-safe."""
+    table (perturbation), built once per frame on threads of their own (one per worker:
+    with two GPUs frames are used twice as fast) and shared by every renderer of the
+    process, the ``KEEP`` most recent frames kept. Thread-safe."""
 
     KEEP = 8
 
-    def __init__(self, plan: Plan, reference: np.ndarray | None, skipping: bool = True):
+    def __init__(self, plan: Plan, reference: np.ndarray | None, skipping: bool = True,
+                 threads: int = 1):
         self.plan, self.reference, self.skipping = plan, reference, skipping
-        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="farm-prep")
+        self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="farm-prep")
         self._lock = threading.Lock()
         self._states: collections.OrderedDict[int, concurrent.futures.Future] = (
             collections.OrderedDict())

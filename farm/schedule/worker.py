@@ -65,8 +65,9 @@ def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: Work
             queued.extend(new)
             for task in new:  # per-frame host work starts now, beside the kernels in flight
                 renderer.prepare(plan.frames[task.frame])
-            if new and new[-1].frame + 1 < len(plan.frames):  # the next frame is likely ours too
-                renderer.prepare(plan.frames[new[-1].frame + 1])
+            for ahead in (1, 2):  # the next frames are likely ours too
+                if new and new[-1].frame + ahead < len(plan.frames):
+                    renderer.prepare(plan.frames[new[-1].frame + ahead])
 
             while queued and len(running) < pipeline:
                 task = queued.popleft()
