@@ -13,6 +13,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+import numpy as np
+
 from farm import __version__
 from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE, FarmError, UsageError
 
@@ -32,12 +34,19 @@ def _add_render_options(p: argparse.ArgumentParser) -> None:
                    help="auto | gpu | cpu | P:D as listed by `farm devices` (env FARM_DEVICE)")
     p.add_argument("--share-devices", action="store_true",
                    help="allow more workers than devices on a node (CPU/PoCL runs)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="worker threads in one process (default: one per GPU, else 1; under "
+                   "mpiexec the ranks are the workers)")
     p.add_argument("--verify", action="store_true",
                    help="check every stored tile's checksum before resuming (tiles written "
                    "after the store's last sync are always checked)")
     p.add_argument("--sync-every", type=float, default=10.0, metavar="S",
                    help="seconds between fdatasyncs of the store (default 10): what a power "
                    "loss can cost; a killed process loses nothing written")
+    p.add_argument("--ignore-free-space", action="store_true",
+                   help="start even when the store's file system has less free space than "
+                   "the finished store needs (a full disk then stops the render like an "
+                   "interrupt)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     g = p.add_argument_group("scheduling")
     g.add_argument("--depth", type=int, default=4, help="tiles held per worker (default 4)")
@@ -46,6 +55,21 @@ def _add_render_options(p: argparse.ArgumentParser) -> None:
                    help="seconds a busy worker may stay silent (default 300)")
     g.add_argument("--grace", type=float, default=30.0, metavar="S",
                    help="seconds to collect tiles in flight after a signal (default 30)")
+
+
+def _add_color_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("colour (default: the settings stored with the job)")
+    g.add_argument("--job", metavar="FILE",
+                   help="a job file whose [color] and [output] sections (and animation.fps) win "
+                   "over the store's; other sections are ignored")
+    g.add_argument("--method", help="shade | histogram | smooth | distance")
+    g.add_argument("--palette", help="built-in palette (classic, fire, ice, gray) or gradient "
+                   "file (.json, .txt)")
+    g.add_argument("--cycles", type=float, help="palette repetitions over the equalised range")
+    g.add_argument("--smoothing", type=int, help="frames on each side whose histograms are averaged")
+    g.add_argument("--density", type=float, help="smooth: palette cycles per e-fold of escape time")
+    g.add_argument("--line-width", type=float, help="distance: filament width in output pixels")
+    g.add_argument("--light", metavar="AZ,EL", help="shade: light azimuth and elevation, degrees")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,18 +97,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store", metavar="STORE")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    p = sub.add_parser("frames", help="write the frames of a complete store as PNG files")
+    p = sub.add_parser("frames", help="write frames of a store as PNG files",
+                       description="Colour frames of a store (with the store's colour settings, "
+                       "or --job's, or the options below) into DIR/frame_NNNNN.png.")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="directory for the PNG files (created if needed)")
+    p.add_argument("--frames", metavar="A:B",
+                   help="frames A..B-1 (Python slice: 10:20, 10:, :5) or one frame N (default: all)")
+    _add_color_options(p)
+
+    p = sub.add_parser("encode", help="encode a complete store into an MP4 video",
+                       description="Colour every frame of a complete store and encode the video "
+                       "(a one-frame store: a PNG at the video path with .png). Colour and output "
+                       "settings: the store's, then --job's, then the options below.")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("--video", metavar="P",
+                   help="video path, .mp4 (default: output.video of the store's job, or of --job)")
+    p.add_argument("--fps", type=int, help="frames per second (default: animation.fps)")
+    p.add_argument("--crf", type=int, help="quality, 0-51, lower is better (default: output.crf)")
+    p.add_argument("--preset", help="x264 preset, ultrafast .. veryslow (default: output.preset)")
+    p.add_argument("--codec", help="auto | libx264 | h264_nvenc (default: output.codec)")
+    _add_color_options(p)
+
+    p = sub.add_parser("export", help="write an expmap store's strips as OpenEXR files for zoomasm",
+                       description="Write the exponential-map strip of a finished expmap store as "
+                       "OpenEXR files in the layout zoomasm reads: one file per octave, "
+                       "STEM.00000000.exr the deepest, channels N and NF (and DEX, DEY when the "
+                       "store has a distance estimate). Octaves inside the strip's inner edge are "
+                       "resampled from the centre image. Needs the OpenEXR package "
+                       "(pip install 'zoomfarm[exr]').")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--stem", default="expmap", help="file name stem (default: expmap)")
+    p.add_argument("--inner-octaves", type=int, metavar="N",
+                   help="octaves below the strip from the centre image (default: down to one "
+                   "pixel of the deepest frame)")
 
-    p = sub.add_parser("encode", help="encode a complete store into an MP4 video")
-    p.add_argument("store", metavar="STORE")
-    p.add_argument("--video", required=True, metavar="P")
-    p.add_argument("--fps", type=int, help="frames per second (default: animation.fps)")
-    p.add_argument("--crf", type=int, help="x264 quality, 0-51, lower is better (default: output.crf)")
-
-    p = sub.add_parser("validate", help="check a job spec and print its plan")
+    p = sub.add_parser("validate", help="check a job spec and print its plan",
+                       description="Check JOB and print its plan: frames, formats, iteration "
+                       "limits, store size against the free space, and a time bound at the "
+                       "rates `farm bench` measured on this machine's device. Writes nothing.")
     p.add_argument("job", metavar="JOB.toml")
+    p.add_argument("--device", metavar="SEL", help="device the time estimate is for (env FARM_DEVICE)")
     p.add_argument("--json", action="store_true", help="the plan as JSON (for scripts)")
 
     p = sub.add_parser("devices", help="list OpenCL devices and the one a render would use")
@@ -105,13 +160,14 @@ def _render_options(args: argparse.Namespace):
     from farm.run import RenderOptions
     from farm.schedule.master import MasterOptions
 
-    for name in ("depth", "attempts"):
-        if getattr(args, name) < 1:
+    for name in ("depth", "attempts", "workers"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name}: must be at least 1, got {getattr(args, name)}")
     return RenderOptions(
         device=selector_from_env(args.device), share_devices=args.share_devices,
+        workers=args.workers,
         video=not args.no_video, restart=getattr(args, "restart", False), verify=args.verify,
-        sync_every=args.sync_every,
+        sync_every=args.sync_every, check_space=not args.ignore_free_space,
         progress=not args.quiet,
         master=MasterOptions(depth=args.depth, max_attempts=args.attempts,
                              timeout=args.worker_timeout, grace=args.grace))
@@ -140,9 +196,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     from farm import spec as specmod
+    from farm.color import Style
     from farm.run import render
 
     job = specmod.load(args.job)
+    Style.from_settings(job.color)  # a gradient file that cannot be read or parsed: before any work
     return render(job, store=args.store, video=args.video, options=_render_options(args))
 
 
@@ -154,6 +212,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from farm import spec as specmod
+    from farm.color import Style
     from farm.plan import make_plan, structure
     from farm.report import plan_info, plan_summary
 
@@ -161,12 +220,24 @@ def cmd_validate(args: argparse.Namespace) -> int:
     plan = make_plan(job)
     specmod.check_writable(job.output.store, "output.store")
     specmod.check_writable(job.output.video, "output.video")
+    Style.from_settings(job.color)  # a gradient file that cannot be read or parsed
+    device = _estimate_device(args.device)
     refs = plan.references()  # perturbed frames: their reference points (issue 14)
     for line in structure.check(plan, refs):  # a zoom into nothing (issue 10.5)
         print(f"farm: warning: {line}", file=sys.stderr)
-    print(json.dumps(plan_info(plan, args.job, refs)) if args.json
-          else plan_summary(plan, args.job, refs))
+    print(json.dumps(plan_info(plan, args.job, device, refs)) if args.json
+          else plan_summary(plan, args.job, device, refs))
     return 0
+
+
+def _estimate_device(selector: str | None) -> str | None:
+    """The name of the device a render would use, for a time estimate (None without one)."""
+    from farm.compute.device import candidates, selector_from_env
+
+    try:
+        return candidates(selector_from_env(selector))[0][0].name
+    except FarmError:
+        return None
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -179,31 +250,69 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def settings_from_args(stored, args: argparse.Namespace):
+    """The store's spec with ``--job`` and the colour/output options applied."""
+    from farm.encode.settings import light, with_overrides
+
+    color = {"method": args.method, "palette": args.palette, "cycles": args.cycles,
+             "smoothing": args.smoothing, "density": args.density, "line_width": args.line_width,
+             "light": light(args.light)}
+    output = {"video": getattr(args, "video", None), "crf": getattr(args, "crf", None),
+              "preset": getattr(args, "preset", None), "codec": getattr(args, "codec", None)}
+    animation = {"fps": getattr(args, "fps", None)}
+    return with_overrides(stored, args.job, {"color": color, "output": output, "animation": animation})
+
+
 def cmd_frames(args: argparse.Namespace) -> int:
-    from farm.encode import write_pngs
+    from farm.encode import write_frames
+    from farm.encode.settings import frame_range
     from farm.store.reader import Store
 
     with Store(args.store) as store:
-        paths = write_pngs(store, args.out)
+        spec = settings_from_args(store.spec, args)
+        frames = frame_range(args.frames, store.frames)
+    paths = write_frames(args.store, args.out, spec.color, frames)
     print(f"farm: wrote {len(paths)} PNG file(s) to {args.out}", file=sys.stderr)
     return 0
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    from farm import spec as specmod
-    from farm.encode import encode_video
+    from farm.encode import VideoSettings, encode_video
     from farm.store.reader import Store
 
-    if not args.video.endswith(".mp4"):
-        raise UsageError(f"--video: {args.video!r} must end with .mp4")
-    if args.crf is not None and not 0 <= args.crf <= 51:
-        raise UsageError(f"--crf: {args.crf} is out of range: 0 to 51")
-    if args.fps is not None and not 1 <= args.fps <= 240:
-        raise UsageError(f"--fps: {args.fps} is out of range: 1 to 240")
-    specmod.check_writable(args.video, "--video")
     with Store(args.store) as store:
-        path = encode_video(store, args.video, fps=args.fps, crf=args.crf)
+        spec = settings_from_args(store.spec, args)
+    path = encode_video(args.store, spec.color, VideoSettings.from_spec(spec))
     print(f"farm: wrote {path}", file=sys.stderr)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from farm import spec as specmod
+    from farm.store.reader import Store
+    from farm.synth.exr import openexr, write_segments
+
+    if not args.stem or "/" in args.stem:
+        raise UsageError(f"--stem: {args.stem!r} must be a file name without '/'")
+    if args.inner_octaves is not None and not 0 <= args.inner_octaves <= 4096:
+        raise UsageError(f"--inner-octaves: {args.inner_octaves} is out of range: 0 to 4096")
+    openexr()  # the binding is there before anything is read or written
+    with Store(args.store) as store:
+        if not store.expmap:
+            raise UsageError(f"store {args.store}: method {store.method!r}; export needs an "
+                             "expmap store ([animation] method = \"expmap\")")
+        missing = np.flatnonzero(~store.unit_done())
+        if len(missing):
+            raise UsageError(f"store {args.store}: {len(missing)} unit(s) not rendered yet "
+                             f"(first: {missing[0]}); run `farm resume {args.store}`")
+        specmod.check_directory(args.out, "--out")
+        layout = store.layout
+        centre = store.centre_image() if layout.centre_units else None
+        paths = write_segments(layout.geom, store.strip_rows, centre, store.bins - 1, args.out,
+                               stem=args.stem, inner_octaves=args.inner_octaves,
+                               metadata={"spec": store.spec_text})
+    print(f"farm: wrote {len(paths)} OpenEXR file(s) to {args.out} ({args.stem}.00000000.exr is "
+          "the deepest octave)", file=sys.stderr)
     return 0
 
 
@@ -219,6 +328,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from farm.compute.device import selector_from_env
 
     rows = run_bench(selector_from_env(args.device), args.formats.split(","), args.workload)
+    if rows:  # for time estimates in `farm validate` (farm/rates.py)
+        from farm import rates
+
+        rates.remember(rows[0].device, {r.format: r.giters for r in rows})
     if args.json:
         print(json.dumps([r.__dict__ for r in rows], indent=2))
     else:
@@ -231,4 +344,5 @@ def cmd_bench(args: argparse.Namespace) -> int:
 COMMANDS = {
     "render": cmd_render, "resume": cmd_resume, "status": cmd_status, "frames": cmd_frames,
     "encode": cmd_encode, "validate": cmd_validate, "devices": cmd_devices, "bench": cmd_bench,
+    "export": cmd_export,
 }

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 
 class Progress:
+    """``eta(elapsed_s)``, when given, says how many seconds are left (or None); without
+    it the time left assumes every unit costs the same."""
+
     def __init__(self, total: int, label: str, unit: str = "tiles", done: int = 0,
-                 stream: TextIO | None = None, every: float = 5.0):
+                 stream: TextIO | None = None, every: float = 5.0,
+                 eta: Callable[[float], float | None] | None = None):
+        self.eta = eta
         self.total, self.label, self.unit = total, label, unit
         self.done = done
         self.start_done = done
@@ -33,9 +39,11 @@ class Progress:
             return
         frac = self.done / self.total if self.total else 1.0
         rate = (self.done - self.start_done) / max(now - self.t0, 1e-9)
-        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+        left: float | None = (self.total - self.done) / rate if rate > 0 else None
+        if self.eta is not None:
+            left = self.eta(now - self.t0)
         bar = "#" * int(frac * 30)
-        eta_text = f"{eta:6.0f}s left" if eta != float("inf") else "   ?s left"
+        eta_text = f"{left:6.0f}s left" if left is not None else "   ?s left"
         text = (f"{self.label} [{bar:<30}] {self.done}/{self.total} {self.unit} "
                 f"{100 * frac:5.1f}%  {rate:7.2f} {self.unit}/s  {eta_text}")
         if self.tty:

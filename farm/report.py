@@ -28,58 +28,137 @@ def _count(n: float) -> str:
     return f"{n:.0f}"
 
 
-def plan_summary(plan: Plan, source: str, refs: References | None = None) -> str:
+def _work_by_format(plan: Plan) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for u, f in enumerate(plan.frames):
+        out[f.precision] = out.get(f.precision, 0) + plan.unit_pixels(u) * f.max_iter
+    return out
+
+
+def _storage_lines(plan: Plan) -> list[str]:
+    from pathlib import Path
+
+    from farm.store import layout, space
+
+    path = Path(plan.spec.output.store)
+    size, free = layout.store_bytes(plan), space.free(path) + space.allocated(path)
+    fits = "" if size <= free else "  -- does not fit: `farm render` will refuse it"
+    return [f"store      {plan.spec.output.store}",
+            f"store size {space.human(size)} when complete ({space.human(free)} free there){fits}"]
+
+
+def _time_line(plan: Plan, device: str | None) -> str:
+    from farm import rates
+
+    if device is None:
+        return "time       no OpenCL device here to estimate for"
+    bound = rates.time_bound(_work_by_format(plan), device)
+    if bound is None:
+        return f"time       run `farm bench` once on {device} for a time estimate"
+    return (f"time       at most {_duration(bound)} of device time on {device} (the work bound at "
+            "the rates `farm bench` measured; escaping pixels and skipping make it less)")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds / 3600:.3g} h"
+
+
+def _method_lines(plan: Plan) -> list[str]:
+    """expmap: the units, the strip's sharpness, and pixels against the frames method."""
+    layout = plan.layout
+    if layout is None:
+        return [f"pixels     {_count(plan.pixels)} in all"]
+    g = layout.geom
+    edges = ", ".join(f"{k} {v:.2f}" for k, v in g.edge_samples().items())
+    return [
+        f"method     expmap: strip of {g.angles} angles x {g.rows} rows ({g.segments} octave "
+        f"segment(s) of {g.rows_per_octave} rows), centre image {g.centre_size[0]}x{g.centre_size[1]} "
+        f"in {len(layout.pieces)} piece(s); {layout.count} units of {g.angles}x{g.rows_per_octave}",
+        f"sharpness  strip samples per output pixel: {edges}; centre image "
+        f"{g.centre_oversample} per pixel of the deepest frame",
+        f"pixels     {_count(plan.pixels)} computed (expmap) against {_count(plan.frame_pixels)} "
+        f"frame by frame: ratio {plan.pixels / plan.frame_pixels:.4f}",
+    ]
+
+
+def plan_summary(plan: Plan, source: str, device: str | None = None,
+                 refs: References | None = None) -> str:
     spec = plan.spec
     w, h = spec.size
-    first, last = plan.frames[0], plan.frames[-1]
-    max_iters = [f.max_iter for f in plan.frames]
-    pixels = w * h * len(plan.frames)
+    video = plan.video_frames
+    first, last = video[0], video[-1]
+    max_iters = [f.max_iter for f in video]
     mode = "auto" if spec.iterations.max == "auto" else "fixed"
+    what = "frame" if plan.layout is None else "unit"
     lines = [
         f"job        {source} (spec {spec_hash(spec)})",
-        f"frames     {len(plan.frames)} at {spec.animation.fps} fps "
-        f"({len(plan.frames) / spec.animation.fps:.1f} s of video)",
+        f"frames     {len(video)} at {spec.animation.fps} fps "
+        f"({len(video) / spec.animation.fps:.1f} s of video)",
         f"image      {w}x{h}; tiles {plan.grid.tile_w}x{plan.grid.tile_h}, "
-        f"{plan.grid.count} per frame, {plan.tasks} in all",
+        f"{plan.grid.count} per {what}, {plan.tasks} in all",
         f"center     {spec.view.center[0]}, {spec.view.center[1]}",
         f"width      {spec.view.width[0]} -> {spec.view.width[1]} "
         f"(pixel spacing 1e{first.log10_spacing:.1f} -> 1e{last.log10_spacing:.1f})",
         f"max iter   {min(max_iters)} .. {max(max_iters)} ({mode})",
-        f"precision  {_spans([f.precision for f in plan.frames])}",
-        f"pixels     {_count(pixels)} in all",
+        f"precision  {'' if plan.layout is None else 'units: '}"
+        f"{_spans([f.precision for f in plan.frames])}",
+        # perturbed frames: the reference points they iterate against (issue 14)
+        *([] if refs is None else [f"reference  {line}" for line in describe_references(refs, plan)]),
+        *_method_lines(plan),
         f"work       at most {_count(plan.work_bound())}iter "
         "(if every pixel ran to max iter; escaping pixels cost less)",
-        f"store      {spec.output.store}",
+        _time_line(plan, device),
+        *_storage_lines(plan),
         f"video      {spec.output.video} (crf {spec.output.crf})",
     ]
-    if refs is not None:  # perturbed frames: the reference points they iterate against
-        lines[8:8] = [f"reference  {line}" for line in describe_references(refs, plan)]
     return "\n".join(lines)
 
 
-def plan_info(plan: Plan, source: str, refs: References | None = None) -> dict[str, Any]:
+def plan_info(plan: Plan, source: str, device: str | None = None,
+              refs: References | None = None) -> dict[str, Any]:
     """The plan as data, for ``farm validate --json`` and scripts (slurm/submit.sh)."""
+    from farm import rates
+    from farm.store import layout
+
     spec = plan.spec
-    return {
+    info = {
+        "job": source,
+        "method": plan.method,
+        "frames": len(plan.video_frames),
+        "fps": spec.animation.fps,
+        "size": list(spec.size),
+        "tile": [plan.grid.tile_w, plan.grid.tile_h],
+        "tiles_per_frame": plan.grid.count,  # expmap: per unit
+        "width": list(spec.view.width),
+        "max_iter": [f.max_iter for f in plan.video_frames],
+        "precision": [f.precision for f in plan.frames],  # expmap: per unit
+        "pixels": plan.pixels,  # computed by this method
+        "frame_pixels": plan.frame_pixels,  # computed frame by frame (F W H)
+        "pixel_ratio": plan.pixels / plan.frame_pixels,
+        "work_bound_iterations": plan.work_bound(),
+        "store": spec.output.store,
+        "store_bytes": layout.store_bytes(plan),
+        "device": device,
+        "device_seconds_bound": rates.time_bound(_work_by_format(plan), device) if device else None,
+        "video": spec.output.video,
         "references": [] if refs is None else [
             {"kind": r.kind, "period": r.period, "center": [r.point.re, r.point.im],
              "orbit_length": len(r.orbit),
              "frames": [i for i, k in enumerate(refs.frame_ref) if k == n]}
             for n, r in enumerate(refs.refs)],
-        "job": source,
-        "frames": len(plan.frames),
-        "fps": spec.animation.fps,
-        "size": list(spec.size),
-        "tile": [plan.grid.tile_w, plan.grid.tile_h],
-        "tiles_per_frame": plan.grid.count,
-        "width": list(spec.view.width),
-        "max_iter": [f.max_iter for f in plan.frames],
-        "precision": [f.precision for f in plan.frames],
-        "pixels": spec.size[0] * spec.size[1] * len(plan.frames),
-        "work_bound_iterations": plan.work_bound(),
-        "store": spec.output.store,
-        "video": spec.output.video,
     }
+    if plan.layout is not None:
+        g = plan.layout.geom
+        info["expmap"] = {
+            "units": plan.layout.count, "unit_max_iter": [f.max_iter for f in plan.frames],
+            "angles": g.angles, "rows_per_octave": g.rows_per_octave, "rows": g.rows,
+            "segments": g.segments, "centre_size": list(g.centre_size),
+            "centre_pieces": len(plan.layout.pieces), "edge_samples": g.edge_samples()}
+    return info
 
 
 def _frame_strip(progress: list[float], width: int = 64) -> str:
@@ -90,19 +169,38 @@ def _frame_strip(progress: list[float], width: int = 64) -> str:
 
 def status_text(info: dict[str, Any]) -> str:
     done, total = info["tiles_done"], info["tiles_total"]
+    expmap = info.get("method") == "expmap"
     lines = [
         f"store      {info['store']}",
         f"state      {'complete' if info['complete'] else 'incomplete'}",
-        f"frames     {info['frames_complete']}/{info['frames']} complete",
-        f"tiles      {done}/{total} ({100 * done / total:.1f}%), "
-        f"{info['tiles_per_frame']} per frame",
     ]
+    if expmap:
+        lines += ["method     expmap: video frames are synthesised from rendered units",
+                  f"units      {info['units_complete']}/{info['units']} complete",
+                  f"frames     {info['frames_complete']}/{info['frames']} ready (all their units "
+                  "complete)"]
+    else:
+        lines.append(f"frames     {info['frames_complete']}/{info['frames']} complete")
+    lines.append(f"tiles      {done}/{total} ({100 * done / total:.1f}%), "
+                 f"{info['tiles_per_frame']} per {'unit' if expmap else 'frame'}")
+    holder = info.get("rendering")
+    if holder is not None:
+        from farm.store.lock import describe
+
+        lines.append(f"rendering  {describe(holder)}")
+    elif not info["complete"]:
+        lines.append(f"rendering  nothing is rendering it; `farm resume {info['store']}` continues")
     run = info.get("run")
     if run:
         lines.append(f"run        #{run['index']} of {info['runs']}: {run['workers']} worker(s), "
                      f"{run['tiles']} tile(s)")
         if "tiles_per_s" in run:
-            eta = "done" if not run["eta_s"] else f"ETA {run['eta_s']:.0f} s"
+            if info["complete"]:
+                eta = "done"
+            elif "eta_s" in run:
+                eta = f"ETA {run['eta_s']:.0f} s (from the device time of finished frames)"
+            else:
+                eta = "stopped"
             lines.append(f"rate       {run['tiles_per_s']:.3g} tiles/s over {run['elapsed_s']:.1f} s; "
                          f"{eta}; last tile {run['last_tile_age_s']:.0f} s ago")
             busy = ", ".join(f"rank {r}: {b:.2f} s ({100 * run['busy_share'][r]:.0f}%)"
@@ -110,12 +208,44 @@ def status_text(info: dict[str, Any]) -> str:
             lines.append(f"busy       {busy}")
             lines.append(f"balance    max/mean busy = {run['balance_max_over_mean']}")
         if "master_busy_share" in run:
-            lines.append(f"master     busy {100 * run['master_busy_share']:.1f}% of the run's "
-                         f"{run['wall_s']:.1f} s (receiving, scheduling); its writer thread "
-                         f"{100 * run['writer_busy_share']:.1f}%")
-    lines.append("per frame  (# done, + started, . waiting)")
-    lines.append(_frame_strip(info["frame_progress"]))
+            lines.extend(timeline_lines(run))
+    if expmap:
+        lines.append("per unit   (# done, + started, . waiting; in render order)")
+        lines.append(_frame_strip(info["unit_progress"]))
+    else:
+        lines.append("per frame  (# done, + started, . waiting)")
+        lines.append(_frame_strip(info["frame_progress"]))
     return "\n".join(lines)
+
+
+def timeline_lines(run: dict[str, Any]) -> list[str]:
+    """Where a run's wall time went (farm/timeline.py), from ``farm status``'s run."""
+    t = run.get("timeline") or {}
+    if not t.get("ended"):
+        return ["timeline   (the run has not ended)"]
+    begin = t["process_started"] or t["started"]
+    render_end = t["render_ended"] or t["ended"]
+    end = max(t["ended"], t["video_ended"])
+    startup = max(0.0, t["started"] - begin - t["reference_s"])
+    render = render_end - t["started"]
+    phases = [f"start-up {startup:.2f} s", f"reference orbit {t['reference_s']:.2f} s",
+              f"render {render:.2f} s"]
+    if t["video_ended"]:
+        phases.append(f"video after the last tile {t['video_ended'] - render_end:.2f} s")
+    lines = [f"timeline   {end - begin:.2f} s in all: " + ", ".join(phases)]
+    workers = max(1, t["workers"])
+    share = 100 * t["gpu_s"] / (workers * render) if render > 0 else 0.0
+    lines.append(
+        f"  workers  ({workers}) GPU busy {t['gpu_s']:.2f} s ({share:.0f}% of {workers} x render), "
+        f"waiting for frame preparation {t['prep_s']:.2f} s, kernel builds {t['build_s']:.2f} s, "
+        f"device set-up {t['setup_s']:.2f} s, sending {t['send_s']:.2f} s, idle {t['idle_s']:.2f} s")
+    master = (f"  master   loop {t['master_busy']:.2f} s (receiving {t['master_receive']:.2f} s), "
+              f"writer thread {t['writer_busy']:.2f} s")
+    if t["video_frames"]:
+        master += (f"; video {t['video_frames']} frames: colouring {t['color_s']:.2f} s, "
+                   f"encoding {t['encode_s']:.2f} s")
+    lines.append(master)
+    return lines
 
 
 def devices_text(selector: str | None) -> str:
@@ -147,7 +277,9 @@ def devices_text(selector: str | None) -> str:
         lines.append(f"{mark} {info.describe()}" + (f"\n      cannot compile kernels: {problem}"
                                                     if problem else ""))
     if chosen:
-        lines.append(f"* = candidates for --device {sel}; one process uses {chosen[0].ref}, "
+        gpus = [i.ref for i in chosen if i.kind == "GPU"]
+        local = f"every GPU ({', '.join(gpus)})" if gpus else chosen[0].ref
+        lines.append(f"* = candidates for --device {sel}; one process uses {local}, "
                      f"MPI worker k of a node uses candidate k")
     if error:
         lines.append(f"selector {sel!r}: {error}")

@@ -1,46 +1,57 @@
 """Render and resume: from a job spec (or a store) to a complete store and a video.
 
-One process: the master runs in the main thread and one worker in a second
-thread on the chosen device. Under ``mpiexec -n N``: rank 0 is the master and
-the store's only writer, ranks 1..N-1 are workers, each bound to one device of
-its node. Both paths share the master and worker loops, so they produce the
-same store bit for bit.
+One process: the master runs in the main thread and one worker thread per device
+(every GPU the device selector gives, or one CPU device). Under ``mpiexec -n N``:
+rank 0 is the master and the store's only writer, ranks 1..N-1 are workers, each
+bound to one device of its node. Both paths share the master and worker loops, so
+they produce the same store bit for bit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from farm import spec as specmod
-from farm.compute.device import DeviceInfo, bind_device
-from farm.compute.render import TileRenderer
+from farm.compute.device import DeviceInfo, bind_device, bind_local
+from farm.compute.render import FramePrep, TileRenderer
 from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, StoreError, UsageError
+from farm.estimate import WorkEstimate, eta_seconds
 from farm.plan import Plan, make_plan, structure
 from farm.plan.references import References, pack, unpack
 from farm.plan.references import describe as describe_references
 from farm.progress import Progress
+from farm.report import timeline_lines
 from farm.schedule import transport
 from farm.schedule.master import STOP_SIGNALS, MasterOptions, MasterReport, run_master
 from farm.schedule.worker import run_worker
-from farm.store import layout
+from farm.store import layout, space
+from farm.store.lock import StoreLock
 from farm.store.reader import Store
 from farm.store.writer import StoreWriter
+
+if TYPE_CHECKING:
+    from farm.encode.process import SinkProcess
+from farm.timeline import WORKER_COUNTERS, MasterTiming
 
 
 @dataclass(frozen=True)
 class RenderOptions:
     device: str = "auto"  # see farm.compute.device
     share_devices: bool = False  # allow more workers than devices on a node
+    workers: int | None = None  # worker threads in one process (None: one per GPU, else 1)
     video: bool = True  # encode the video when the render completes
     restart: bool = False  # replace a store made by a different job
     verify: bool = False  # check every stored tile's crc before resuming
     sync_every: float = 10.0  # seconds between fdatasyncs of the store
+    check_space: bool = True  # refuse a store its file system cannot hold
     progress: bool = True
     master: MasterOptions = field(default_factory=MasterOptions)
 
@@ -50,24 +61,35 @@ def _differences(a: specmod.JobSpec, b: specmod.JobSpec) -> list[str]:
     return [k for k in pa if pa[k] != pb[k]]
 
 
-def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool,
-                  progress: bool = True) -> tuple[Plan, References | None]:
+def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bool = True,
+                  check_space: bool = True,
+                  timing: MasterTiming | None = None) -> tuple[Plan, References | None]:
     """Create the store for ``spec``, or check that the existing one is for the same
     job (then it resumes). ``restart`` replaces an existing store. Returns the plan and
-    the references of its perturbed frames (chosen once, kept in the store)."""
+    the references of its perturbed frames (chosen once, kept in the store).
+    With ``check_space``, a store its file system cannot hold is refused first;
+    ``timing`` counts the seconds of the references."""
     specmod.check_writable(path, "output.store")
-    if path.exists() and restart:
-        path.unlink()
-    elif path.exists():
+    if path.exists() and not restart:
         with Store(path) as old:
             diff = _differences(old.spec, spec)
             if not diff:
-                return old.plan(), old.references()
+                plan = old.plan()
+                if check_space:
+                    space.check(path, layout.store_bytes(plan), "output.store")
+                return plan, old.references()
         raise StoreError(
             f"output.store: {path} holds a different job (differs in {', '.join(diff)}); "
             "use --restart to replace it, or --store to choose another path")
     plan = make_plan(spec)
+    if check_space:
+        space.check(path, layout.store_bytes(plan), "output.store", replacing=restart)
+    if path.exists():
+        path.unlink()
+    t0 = time.perf_counter()
     refs = compute_reference(plan, progress)
+    if timing is not None:
+        timing.reference_s += time.perf_counter() - t0
     layout.create(path, plan, refs)
     return plan, refs
 
@@ -97,30 +119,130 @@ def _bcast_references(comm, refs: References | None) -> References | None:
     return unpack(meta, orbits)
 
 
-def _master_session(plan: Plan, store_path: Path, link: transport.MasterLink, workers: int,
-                    options: RenderOptions) -> MasterReport | None:
-    with StoreWriter(store_path, plan, workers=workers, sync_every=options.sync_every) as writer:
+@dataclass
+class _Session:
+    """The master's side of one render, from the store's preparation to its end."""
+
+    plan: Plan
+    store_path: Path
+    options: RenderOptions
+    timing: MasterTiming
+    sink: SinkProcess | None  # the video, coloured and encoded while the render runs
+    video_path: Path | None = None  # where the sink put it
+
+
+def _spawn_sink(options: RenderOptions) -> SinkProcess | None:
+    """The video's process (farm/encode/process.py), started before anything else, or
+    None (--no-video)."""
+    if not options.video:
+        return None
+    from farm.encode.process import SinkProcess
+
+    return SinkProcess()
+
+
+def _open_sink(sink: SinkProcess | None, spec: specmod.JobSpec, store_path: Path,
+               video: str | None) -> SinkProcess | None:
+    """Give the video's process its job: the job's colours and output settings (not the
+    store's: a render that changes only them recolours the stored frames). A palette or
+    video path that cannot be used is an error here, before any work."""
+    if sink is None or not video:
+        return None
+    from farm.encode import check_video
+
+    check_video(store_path, spec.color, video)
+    return sink.start(store_path, specmod.canonical_text(spec), video)
+
+
+def _master_session(session: _Session, link: transport.MasterLink,
+                    workers: int) -> MasterReport | None:
+    """Render what the store lacks, the video alongside. The sink is finished (the video
+    in place) or aborted (nothing left under its name) before this returns."""
+    try:
+        report = _write_session(session, link, workers)
+    except OSError as err:  # a disk that fills outside the writer thread (run row, sync)
+        if session.sink:
+            session.sink.abort()
+        if not space.is_disk_full(err):
+            raise
+        path = session.store_path
+        raise Interrupted(f"{space.disk_full_reason(path, err)}; {path} keeps every "
+                          f"finished tile: `farm resume {path}` continues") from None
+    except BaseException:
+        if session.sink:
+            session.sink.abort()
+        raise
+    return report
+
+
+def _write_session(session: _Session, link: transport.MasterLink,
+                   workers: int) -> MasterReport | None:
+    plan, options, sink = session.plan, session.options, session.sink
+    with StoreWriter(session.store_path, plan, workers=workers,
+                     sync_every=options.sync_every) as writer:
         bad = writer.recover(full=options.verify)
         if bad:
             print(f"farm: {len(bad)} stored tile(s) failed their checksum and will be "
                   "rendered again", file=sys.stderr)
+        if sink:
+            for f in plan.frames_ready(writer.frame_done):  # frames a resume finds done
+                sink.frame_complete(int(f))
         pending = writer.pending()
-        if not pending:
-            return None
-        bar = Progress(plan.tasks, "render", done=plan.tasks - len(pending))
-        bar.enabled = options.progress
-        try:
-            report = run_master(writer, link, options.master, bar)
-        finally:
-            bar.close()
-        writer.end_run(report.busy_s, report.writer_busy_s, report.receive_s)
-        if options.progress:
-            print(f"farm: {report.summary()}", file=sys.stderr)
-        return report
+        timeline: dict[str, float] = {"process_started": session.timing.process_started,
+                                      "reference_s": session.timing.reference_s}
+        report = None
+        if pending:
+            report = _render(session, writer, link, pending, timeline)
+        if sink:
+            if report is None or report.end.status == "finished":
+                t0 = time.perf_counter()
+                session.video_path = sink.finish()
+                timeline.update(video_ended=time.time(), color_s=sink.color_s,
+                                encode_s=sink.write_s, video_frames=sink.written)
+                timeline.setdefault("render_ended", time.time() - (time.perf_counter() - t0))
+            else:
+                sink.abort()
+        writer.end_run(timeline)
+    if options.progress and (report is not None or sink):
+        with Store(session.store_path) as store:
+            lines = timeline_lines(store.status()["run"])
+        print("\n".join(f"farm: {line}" for line in lines), file=sys.stderr)
+    return report
 
 
-def _finish(report: MasterReport | None, store_path: Path, video: str | None,
-            options: RenderOptions) -> int:
+def _render(session: _Session, writer: StoreWriter, link: transport.MasterLink,
+            pending: list[tuple[int, int]], timeline: dict[str, float]) -> MasterReport:
+    """The master loop over the pending tiles, with progress and the timeline's
+    render part (into ``timeline``)."""
+    plan, options = session.plan, session.options
+    estimate = WorkEstimate(writer.done, writer.meta["tiles/seconds"])
+    device_s = [0.0]  # this run's device seconds so far
+    worker_counters: dict[int, tuple[float, ...]] = {}  # each worker's latest totals
+
+    def observe(batch: list) -> None:
+        for r in batch:
+            estimate.add(r.frame, r.tile, r.seconds)
+            device_s[0] += r.seconds
+            worker_counters[r.rank] = r.counters
+
+    bar = Progress(plan.tasks, "render", done=plan.tasks - len(pending),
+                   eta=lambda wall: eta_seconds(estimate.remaining_device_s(), device_s[0], wall))
+    bar.enabled = options.progress
+    on_frame = (plan.frame_notifier(writer.frame_done, session.sink.frame_complete)
+                if session.sink else None)  # expmap: completed units -> ready video frames
+    try:
+        report = run_master(writer, link, options.master, bar, on_batch=observe, on_frame=on_frame)
+    finally:
+        bar.close()
+    timeline.update(master_busy=report.busy_s, writer_busy=report.writer_busy_s,
+                    master_receive=report.receive_s, render_ended=time.time(), gpu_s=device_s[0])
+    for k, name in enumerate(WORKER_COUNTERS):
+        timeline[f"{name}_s"] = sum(c[k] for c in worker_counters.values() if len(c) > k)
+    return report
+
+
+def _finish(report: MasterReport | None, session: _Session) -> int:
+    store_path = session.store_path
     if report is not None:
         if report.end.status == "interrupted":
             raise Interrupted(f"{report.end.reason}; {store_path} keeps every finished tile: "
@@ -128,29 +250,35 @@ def _finish(report: MasterReport | None, store_path: Path, video: str | None,
         if report.end.status == "failed":
             raise RenderFailed(f"render failed: {report.end.reason}; finished tiles are saved "
                                f"in {store_path}")
-    if options.video and video:
-        from farm.encode import encode_video
-
-        with Store(store_path) as store:
-            path = encode_video(store, video, progress=options.progress)
-        print(f"farm: wrote {path}", file=sys.stderr)
+    if session.video_path is not None:
+        print(f"farm: wrote {session.video_path}", file=sys.stderr)
     return 0
 
 
-def _run_in_process(plan: Plan, refs: References | None, store_path: Path,
-                    options: RenderOptions) -> MasterReport | None:
-    info, device = bind_device(options.device)
-    print(f"farm: rendering on {info.describe()}", file=sys.stderr)
-    link = transport.ThreadMaster([0])
-    thread = threading.Thread(
-        target=run_worker, name="farm-worker", daemon=True,
-        args=(plan, lambda: TileRenderer(device, info, plan, references=refs), link.link(0)))
-    thread.start()
+def _run_in_process(session: _Session, refs: References | None,
+                    bound: list[tuple[DeviceInfo, Any]]) -> MasterReport | None:
+    """The master in this thread, one worker thread per device (every GPU of the
+    machine: tiles reach the writer by reference, and no launcher starts processes)."""
+    plan = session.plan
+    for info, _ in bound:
+        print(f"farm: rendering on {info.describe()}", file=sys.stderr)
+    ranks = list(range(len(bound)))
+    link = transport.ThreadMaster(ranks)
+    prep = FramePrep(plan, refs, threads=len(bound))  # each frame's host work once, for every GPU
+    threads = []
+    for rank, (info, device) in zip(ranks, bound, strict=True):
+        def make(info: DeviceInfo = info, device: Any = device) -> TileRenderer:
+            return TileRenderer(device, info, plan, references=refs, prep=prep)
+        threads.append(threading.Thread(target=run_worker, name=f"farm-worker-{rank}", daemon=True,
+                                        args=(plan, make, link.link(rank))))
+    for t in threads:
+        t.start()
     try:
-        return _master_session(plan, store_path, link, 1, options)
+        return _master_session(session, link, len(bound))
     finally:
-        link.release(0)
-        thread.join(timeout=10)
+        for rank, t in zip(ranks, threads, strict=True):
+            link.release(rank)
+            t.join(timeout=10)
 
 
 def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = None,
@@ -161,10 +289,30 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
     comm = transport.mpi_world()
     if comm is not None:
         return _render_mpi(comm, lambda: (spec, store_path, video), options)
+    _check_paths(store_path, video, options)
+    timing = MasterTiming()
+    sink = _spawn_sink(options)
+    try:
+        bound = bind_local(options.device, options.workers)  # before anything is written
+        with StoreLock(store_path):
+            plan, refs = prepare_store(spec, store_path, options.restart, options.progress,
+                                       options.check_space, timing)
+            session = _Session(plan, store_path, options, timing,
+                               _open_sink(sink, spec, store_path, video))
+            return _finish(_run_in_process(session, refs, bound), session)
+    except BaseException:
+        if sink is not None:
+            sink.abort()
+        raise
+
+
+
+def _check_paths(store_path: Path, video: str, options: RenderOptions) -> None:
+    """Every output path, before any work: one line and exit 2 for a path that
+    cannot be written."""
+    specmod.check_writable(store_path, "output.store")
     if options.video:
         specmod.check_writable(video, "output.video")
-    plan, refs = prepare_store(spec, store_path, options.restart, options.progress)
-    return _finish(_run_in_process(plan, refs, store_path, options), store_path, video, options)
 
 
 def resume(store: str, video: str | None = None, options: RenderOptions = RenderOptions()) -> int:
@@ -206,26 +354,38 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
                 _mpi_worker(comm, plan, refs, bound)
         return 0
     plan, refs = None, None
+    held = contextlib.ExitStack()  # the store's lock, from the path check to the video
     try:
         if problems:
             kind = UsageError if all(k == "UsageError" for k, _ in problems) else DeviceError
             raise kind("; ".join(text for _, text in problems))
         spec, store_path, video = job()
-        if options.video:
-            specmod.check_writable(video, "output.video")
-        plan, refs = prepare_store(spec, store_path, options.restart, options.progress)
+        _check_paths(store_path, video, options)
+        timing = MasterTiming()
+        sink = _spawn_sink(options)
+        if sink is not None:
+            held.callback(sink.abort)  # unless the render ends well: _master_session finishes it
+        held.enter_context(StoreLock(store_path))
+        plan, refs = prepare_store(spec, store_path, options.restart, options.progress,
+                                   options.check_space, timing)
+        session = _Session(plan, store_path, options, timing,
+                           _open_sink(sink, spec, store_path, video))
+    except BaseException:
+        held.close()
+        raise
     finally:
         comm.bcast(plan, root=0)  # None tells the workers to go home
-    _bcast_references(comm, refs)
-    link = transport.MpiMaster(comm, plan.channels)
-    print(f"farm: master on {host}, {len(link.workers)} worker(s)", file=sys.stderr)
-    try:
-        report = _master_session(plan, store_path, link, len(link.workers), options)
-    finally:
-        for w in link.workers:  # idempotent: workers already released ignore it
-            link.release(w)
-        link.drain()
-    return _finish(report, store_path, video, options)
+    with held:
+        _bcast_references(comm, refs)
+        link = transport.MpiMaster(comm, plan.channels)
+        print(f"farm: master on {host}, {len(link.workers)} worker(s)", file=sys.stderr)
+        try:
+            report = _master_session(session, link, len(link.workers))
+        finally:
+            for w in link.workers:  # idempotent: workers already released ignore it
+                link.release(w)
+            link.drain()
+        return _finish(report, session)
 
 
 def _mpi_worker(comm, plan: Plan, refs: References | None, bound: tuple[DeviceInfo, Any]) -> None:

@@ -13,6 +13,7 @@ store alone says how to resume it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import hashlib
@@ -26,15 +27,22 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from farm.color.palettes import STOPS
+from farm.color.palettes import FILE_SUFFIXES, STOPS
 from farm.errors import SpecError
 
 PALETTES = tuple(STOPS)
+COLOR_METHODS = ("shade", "histogram", "smooth", "distance")
+ENCODE_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow",
+                  "slower", "veryslow")
+CODECS = ("auto", "libx264", "h264_nvenc")
 
 PRECISIONS = ("auto", "f64", "fp128", "quad-single", "perturb")
+METHODS = ("frames", "expmap")  # animation.method: every frame rendered, or exponential-map strips
 MAX_ITER_LIMIT = 10_000_000  # histogram rows are max_iter+1 int64 bins
 MAX_SIDE = 32768
 MAX_PIXELS = 1 << 28
+MAX_SAMPLES = 64  # farm/plan/samples.py
+MAX_TILE_BYTES = 1 << 30  # a tile's per-pixel data, all channels (device buffers, MPI messages)
 # fp128 holds 32 integer bits: |z|^2 of the step after escape must fit (see kernels/fp128.cl).
 ESCAPE_RADIUS_RANGE = (2.0, 128.0)
 _DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -49,12 +57,19 @@ class View:
 @dataclass(frozen=True)
 class Image:
     size: tuple[int, int]  # (W, H) pixels
+    samples: int = 1  # samples per pixel (anti-aliasing), farm/plan/samples.py
 
 
 @dataclass(frozen=True)
 class Animation:
     frames: int
     fps: int = 30
+    # "frames": every frame rendered; "expmap": exponential-map strips plus a centre
+    # image, every frame synthesised from them (farm/plan/expmap.py, farm/plan/units.py)
+    method: str = "frames"
+    # expmap: strip samples per output pixel at a frame's corners (angles A = oversample
+    # pi hypot(W, H), rounded up to a multiple of 16)
+    oversample: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -66,14 +81,21 @@ class Iterations:
 @dataclass(frozen=True)
 class Render:
     precision: str = "auto"
-    tile: tuple[int, int] = (1024, 1024)  # (width, height) pixels; also the store's chunk
+    # (width, height) pixels, the unit of work and the store's chunk; "auto": the image
+    # cut into equal tiles of at most 1024x1024 (farm.plan.tiles.TileGrid.auto)
+    tile: tuple[int, int] | str = "auto"
+    distance: bool = False  # store the distance estimate (channel "distance")
 
 
 @dataclass(frozen=True)
 class Color:
-    palette: str = "classic"
+    method: str = "shade"  # see farm.color.methods
+    palette: str = "classic"  # a built-in name or a gradient file (.json, .txt)
     cycles: float = 3.0  # palette repetitions over the equalised range
     smoothing: int = 4  # frames on each side whose CDFs are averaged (0: none)
+    density: float = 1.0  # smooth: palette cycles per e-fold of the escape time
+    line_width: float = 1.0  # distance: filament lines, output pixels
+    light: tuple[float, float] = (135.0, 45.0)  # shade: azimuth, elevation, degrees
 
 
 @dataclass(frozen=True)
@@ -81,6 +103,8 @@ class Output:
     store: str
     video: str
     crf: int = 18
+    preset: str = "faster"  # x264 preset (speed against size at the same quality)
+    codec: str = "auto"  # auto: h264_nvenc where it works, else libx264
 
 
 @dataclass(frozen=True)
@@ -179,12 +203,34 @@ def _size(value: Any, field: str) -> tuple[int, int]:
     return (w, h)
 
 
+def _tile(value: Any, field: str) -> tuple[int, int] | str:
+    if value == "auto":
+        return "auto"
+    if isinstance(value, str):
+        raise SpecError(field, f'must be "auto" or [width, height] in pixels, got {value!r}')
+    return _pair(_int_in(8, 4096), '"auto" or [width, height] in pixels')(value, field)
+
+
 def _max_iter(value: Any, field: str) -> int | str:
     if value == "auto":
         return "auto"
     if isinstance(value, str):
         raise SpecError(field, f'must be "auto" or an integer, got {value!r}')
     return _int_in(1, MAX_ITER_LIMIT)(value, field)
+
+
+def _bool(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise SpecError(field, f"must be true or false, got {value!r}")
+    return value
+
+
+def _samples(value: Any, field: str) -> int:
+    n = _int_in(1, MAX_SAMPLES)(value, field)
+    if n == 2:
+        raise SpecError(field, f"2 is not allowed: two samples cannot be centred on the pixel; "
+                               f"use 1, or 3 to {MAX_SAMPLES} (4, 9, 16 are typical)")
+    return n
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
@@ -195,6 +241,19 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
         return str(value)
 
     return parse
+
+
+def _palette(value: Any, field: str) -> str:
+    if isinstance(value, str) and (value in PALETTES or value.lower().endswith(FILE_SUFFIXES)):
+        return value
+    raise SpecError(field, f"{value!r} is not a built-in palette ({' | '.join(PALETTES)}) "
+                    f"nor a gradient file ending {' or '.join(FILE_SUFFIXES)}")
+
+
+def _light(value: Any, field: str) -> tuple[float, float]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise SpecError(field, "must be [azimuth, elevation] in degrees")
+    return (_float_in(0.0, 360.0)(value[0], f"{field}[0]"), _float_in(1.0, 90.0)(value[1], f"{field}[1]"))
 
 
 def _path(suffixes: tuple[str, ...]) -> Callable[[Any, str], str]:
@@ -213,25 +272,37 @@ REQUIRED = object()
 # section -> key -> (parser, default). Order here is the canonical order.
 SCHEMA: dict[str, dict[str, tuple[Callable[[Any, str], Any], Any]]] = {
     "view": {"center": (_center, REQUIRED), "width": (_widths, REQUIRED)},
-    "image": {"size": (_size, REQUIRED)},
-    "animation": {"frames": (_int_in(1, 100_000), REQUIRED), "fps": (_int_in(1, 240), 30)},
+    "image": {"size": (_size, REQUIRED), "samples": (_samples, 1)},
+    "animation": {
+        "frames": (_int_in(1, 100_000), REQUIRED),
+        "fps": (_int_in(1, 240), 30),
+        "method": (_choice(METHODS), "frames"),
+        "oversample": (_float_in(0.5, 4.0), 1.0),
+    },
     "iterations": {
         "max": (_max_iter, "auto"),
         "escape_radius": (_float_in(*ESCAPE_RADIUS_RANGE), 2.0),
     },
     "render": {
         "precision": (_choice(PRECISIONS), "auto"),
-        "tile": (_pair(_int_in(8, 4096), "[width, height] in pixels"), (1024, 1024)),
+        "tile": (_tile, "auto"),
+        "distance": (_bool, False),
     },
     "color": {
-        "palette": (_choice(PALETTES), "classic"),
+        "method": (_choice(COLOR_METHODS), "shade"),
+        "palette": (_palette, "classic"),
         "cycles": (_float_in(0.01, 1000.0), 3.0),
         "smoothing": (_int_in(0, 1000), 4),
+        "density": (_float_in(0.01, 1000.0), 1.0),
+        "line_width": (_float_in(0.0, 100.0), 1.0),
+        "light": (_light, (135.0, 45.0)),
     },
     "output": {
         "store": (_path((".h5", ".hdf5")), None),
         "video": (_path((".mp4",)), None),
         "crf": (_int_in(0, 51), 18),
+        "preset": (_choice(ENCODE_PRESETS), "faster"),
+        "codec": (_choice(CODECS), "auto"),
     },
 }
 _CLASSES = {
@@ -275,7 +346,34 @@ def from_dict(data: dict[str, Any], name: str = "job", source: str | None = None
             else:
                 values[key] = default
         sections[section] = _CLASSES[section](**values)
-    return JobSpec(**sections)
+    spec = JobSpec(**sections)
+    _check_tile_bytes(spec, source)
+    return spec
+
+
+def _tile_size(spec: JobSpec) -> tuple[int, int]:
+    """The spec's tile size; for "auto", its bound 1024 x 1024."""
+    tile = spec.render.tile
+    return (1024, 1024) if isinstance(tile, str) else tile
+
+
+def tile_bytes(spec: JobSpec) -> int:
+    """Bytes of one full tile's per-pixel data: 8 per sample (count and offset), 8 more
+    with the distance estimate (at most, for ``tile = "auto"``: its tiles are at most
+    1024x1024)."""
+    tw, th = _tile_size(spec)
+    w, h = spec.size
+    per_sample = 16 if spec.render.distance else 8
+    return min(tw, w) * min(th, h) * spec.image.samples * per_sample
+
+
+def _check_tile_bytes(spec: JobSpec, source: str | None) -> None:
+    size = tile_bytes(spec)
+    if size > MAX_TILE_BYTES:  # never for "auto" tiles: 1024 x 1024 x 64 x 16 = 1 GiB
+        tw, th = _tile_size(spec)
+        raise SpecError("render.tile", f"a {tw}x{th} tile with {spec.image.samples} samples per "
+                        f"pixel holds {size / 2**30:.1f} GiB; at most 1 GiB: use a smaller tile",
+                        source)
 
 
 def parse_text(text: str, name: str = "job", source: str | None = None) -> JobSpec:
@@ -327,7 +425,8 @@ def canonical_text(spec: JobSpec) -> str:
 
 # Sections and keys that decide the stored pixels. Colour, output paths and fps may
 # change between runs of the same store; these may not.
-PIXEL_FIELDS = ("view", "image", "animation.frames", "iterations", "render")
+PIXEL_FIELDS = ("view", "image", "animation.frames", "animation.method", "animation.oversample",
+                "iterations", "render")
 
 
 def pixel_identity(spec: JobSpec) -> dict[str, Any]:
@@ -344,16 +443,53 @@ def spec_hash(spec: JobSpec) -> str:
     return hashlib.sha256(canonical_text(spec).encode()).hexdigest()[:16]
 
 
-def check_writable(path: str | os.PathLike[str], field: str) -> None:
-    """Raise SpecError unless ``path`` could be created or overwritten. Writes nothing."""
-    p = Path(path).absolute()
-    if p.is_dir():
-        raise SpecError(field, f"{path} is a directory, not a file")
+def _probe_directory(directory: Path) -> str | None:
+    """Why no file can be created in ``directory`` (one phrase), or None when one can.
+
+    Creates and at once removes a hidden empty file: os.access says yes to root on a
+    read-only mount or in /proc, where creating a file still fails."""
+    probe = directory / f".farm-probe-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as err:
+        return err.strerror.lower() if err.strerror else str(err)
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return None
+
+
+def _existing_ancestor(p: Path, field: str, path: object) -> Path:
+    """The nearest folder of ``p`` that exists (the ones below it would be created)."""
     parent = p.parent
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
         raise SpecError(field, f"cannot create {path}: {parent} is not a directory")
-    target = p if p.exists() else parent
-    if not os.access(target, os.W_OK):
-        raise SpecError(field, f"cannot write {path}: {target} is not writable")
+    return parent
+
+
+def check_writable(path: str | os.PathLike[str], field: str) -> None:
+    """Raise SpecError unless the file ``path`` could be created or overwritten (its
+    missing folders too). Leaves nothing behind."""
+    p = Path(path).absolute()
+    if p.is_dir():
+        raise SpecError(field, f"{path} is a directory, not a file")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise SpecError(field, f"cannot write {path}: permission denied")
+    folder = _existing_ancestor(p, field, path)
+    problem = _probe_directory(folder)
+    if problem:
+        raise SpecError(field, f"cannot write {path}: {problem} in {folder}")
+
+
+def check_directory(path: str | os.PathLike[str], field: str) -> None:
+    """Raise SpecError unless files could be written into the folder ``path`` (created
+    if missing). Leaves nothing behind."""
+    p = Path(path).absolute()
+    if p.exists() and not p.is_dir():
+        raise SpecError(field, f"{path} is a file, not a directory")
+    folder = p if p.is_dir() else _existing_ancestor(p, field, path)
+    problem = _probe_directory(folder)
+    if problem:
+        raise SpecError(field, f"cannot write into {path}: {problem} in {folder}")

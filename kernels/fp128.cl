@@ -40,7 +40,9 @@
  * portable one keeps, so results are bitwise identical (tests/test_fp128.py checks
  * both against exact integers).
  *
- * Provides, for mandel.cl: COORD_T = uint4, escape_time, to_double.
+ * Provides, for mandel.cl: COORD_T = uint4, escape_time, to_double. With -DDISTANCE
+ * escape_time also carries w = ds dz/dc in double, from z rounded to double each step
+ * (see mandel.cl): the derivative needs no more than double's relative precision.
  */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 
@@ -272,19 +274,33 @@ inline double to_double(fp128 a)
     return (double)(long)fp_hi(a) * 0x1p-32 + (double)fp_lo(a) * 0x1p-96;
 }
 
-/* z(1) = c; returns the first k with |z(k)|^2 > r2, or 0 after max_iter steps. */
-inline uint escape_time(fp128 cr, fp128 ci, uint max_iter, fp128 r2, double2 *z)
+/* z(1) = c; returns the first k with |z(k)|^2 > r2, or 0 after max_iter steps.
+ * -DDISTANCE: *dz = w(k), w(1) = ds, w(k+1) = 2 z(k) w(k) + ds (ds dz/dc). */
+inline uint escape_time(fp128 cr, fp128 ci, uint max_iter, fp128 r2, double ds, double2 *z,
+                        double2 *dz)
 {
     fp128 x = cr, y = ci;
+#ifdef DISTANCE
+    double wx = ds, wy = 0.0;
+#endif
     for (uint k = 1;; ++k) {
         const fp128 xx = fp_sqr(x), yy = fp_sqr(y);
         const fp128 mag = fp_add(xx, yy);
         if (fp_gt_u(mag, r2)) {
             *z = (double2)(to_double(x), to_double(y));
+#ifdef DISTANCE
+            *dz = (double2)(wx, wy);
+#endif
             return k;
         }
         if (k == max_iter)
             return 0;
+#ifdef DISTANCE
+        const double zx = to_double(x), zy = to_double(y);
+        const double t = 2.0 * (zx * wx - zy * wy) + ds;
+        wy = 2.0 * (zx * wy + zy * wx);
+        wx = t;
+#endif
         const fp128 s = fp_sqr(fp_add(x, y));
         x = fp_add(fp_sub(xx, yy), cr);
         y = fp_add(fp_sub(s, mag), ci);

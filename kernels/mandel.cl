@@ -2,47 +2,78 @@
  *
  * Computes, for each pixel of one tile, the escape count of z(k+1) = z(k)^2 + c,
  * z(0) = 0: the smallest n >= 1 with |z(n)|^2 > R^2, or 0 when no n <= max_iter
- * escapes (interior). Also a smooth offset and the tile's count histogram.
+ * escapes (interior). Also a smooth offset, the tile's count histogram and, when asked
+ * for, a distance estimate and more samples per pixel (anti-aliasing).
  *
  * Number format: supplied by the format file compiled in front of this one.
  * A direct format (f64.cl, fp128.cl, qs.cl) defines
  *     COORD_T                     the coordinate type (double, uint4, float4)
- *     uint escape_time(COORD_T cr, COORD_T ci, uint max_iter, COORD_T r2, double2 *z)
- *                                 the count n (0: interior) and z(n) as doubles
+ *     uint escape_time(COORD_T cr, COORD_T ci, uint max_iter, COORD_T r2, double ds,
+ *                      double2 *z, double2 *dz)
+ *                                 the count n (0: interior) and z(n) as doubles; built
+ *                                 with -DDISTANCE also *dz = ds dz/dc at z(n) (ds: the
+ *                                 pixel spacing; unused without -DDISTANCE)
  *     double to_double(COORD_T x)
  * and this file adapts it (below). Any other format (perturb.cl) defines instead
  *     FORMAT_ARGS, FORMAT_ARG_NAMES   its leading kernel parameters, and their names
  *     uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter,
  *                       double2 *z, double2 *c)
  *                                 the count of tile pixel (col, row), z(n) and c as doubles
+ *                                 (one sample per pixel, no derivative: the host refuses
+ *                                 samples and distance for perturbed frames for now)
  *
  * Extensions: cl_khr_fp64 (smooth offset); cl_khr_int64_base_atomics when built
  * with -DHIST64 (64-bit histogram counters). Without -DHIST64 the histogram is
- * uint32 per tile (a tile has fewer than 2^32 pixels) and the host widens it.
+ * uint32 per tile (a tile has fewer than 2^32 samples) and the host widens it.
  *
  * Build options: -DLOCAL_BINS=<n> bins kept in a local-memory sub-histogram
- * (32-bit counters, merged into the global histogram once per work-group).
+ * (32-bit counters, merged into the global histogram once per work-group);
+ * -DSAMPLES=<S> samples per pixel (default 1; farm/plan/samples.py places them);
+ * -DDISTANCE the distance estimate (without it the kernel computes exactly what it
+ * computes without these options: same arguments, same arithmetic).
  *
- * Entry point: mandel(FORMAT_ARGS, tw, npix, max_iter, iters, frac, hist); for a direct
- * format FORMAT_ARGS are
- *   xs     [tw]       COORD_T  real part of each tile column's pixel centre
- *   ys     [th]       COORD_T  imaginary part of each tile row's pixel centre
+ * Entry point: mandel(FORMAT_ARGS, tw, npix, max_iter, iters, frac, [dist], [s_iters,
+ * s_frac, [s_dist]], hist); for a direct format FORMAT_ARGS are
+ *   xs     [tw * S]   COORD_T  real part of each (tile column, sample): xs[col * S + k]
+ *   ys     [th * S]   COORD_T  imaginary part of each (tile row, sample): ys[row * S + k]
  *   r2                COORD_T  escape radius squared
- * then, for every format,
+ *   ds                double   (-DDISTANCE only) the pixel spacing s, complex-plane units
+ * then, for every format (S = SAMPLES; sample 0 is the pixel centre),
  *   tw                uint     tile width in pixels
- *   npix              uint     tile pixels, tw * th
+ *   npix              uint     tile pixels, tw * th; npix * S < 2^32
  *   max_iter          uint     iteration limit, < 2^31
- *   iters  [npix]     uint     out: escape count per pixel, row-major in the tile
- *   frac   [npix]     float    out: smooth offset d; the continuous escape time is
- *                              n + d, d in about (-1, 4]; 0 for interior pixels
- *   hist   [max_iter+1] long (HIST64) or uint: in/out, hist[n] += pixels with count n;
- *                              the host zeroes it before the launch
+ *   iters  [npix]     uint     out: escape count of sample 0, row-major in the tile
+ *   frac   [npix]     float    out: smooth offset d of sample 0; the continuous escape
+ *                              time is n + d, d in about (-1, 4]; 0 for interior pixels
+ *   dist   [npix]     float2   out (-DDISTANCE): distance estimate of sample 0 in
+ *                              pixels, (DEX, DEY) (see "Distance estimate")
+ *   s_iters [npix * (S-1)] uint    out (S > 1): counts of samples 1..S-1, element
+ *                                  p * (S - 1) + k - 1 for sample k of pixel p
+ *   s_frac  [npix * (S-1)] float   out (S > 1): their smooth offsets, same layout
+ *   s_dist  [npix * (S-1)] float2  out (S > 1 and -DDISTANCE): their distance estimates
+ *   hist   [max_iter+1] long (HIST64) or uint: in/out, hist[n] += samples with count n
+ *                              (every sample of every pixel); the host zeroes it first
  *
- * Work assignment: work-item g of G (the global size) takes pixels g, g+G, g+2G, ...
- * so that the expensive pixels of a region spread over all work-items. Built with
- * -DPERTURB_LANES (perturbation on CPUs, after perturb_lanes.cl), a work-item keeps
- * several of its pixels in flight at once (escape_lanes); each result still goes
- * through pixel_done.
+ * Work assignment: the tile's npix * S (pixel, sample) pairs are numbered q = p * S + k;
+ * work-item g of G (the global size) takes q = g, g+G, g+2G, ..., so neighbouring
+ * work-items take the samples of one pixel (alike in cost: coherent) and the expensive
+ * pixels of a region spread over all work-items. Built with -DPERTURB_LANES
+ * (perturbation on CPUs, after perturb_lanes.cl), a work-item keeps several of its
+ * pixels in flight at once (escape_lanes); each result goes through pixel_done.
+ *
+ * Distance estimate (-DDISTANCE): with z = z(N) and z' = dz/dc at the smooth offset's
+ * bailout |z(N)| > 2^10 (below), and s the pixel spacing,
+ *     dist = conj(z ln|z| / (s z'))        (a complex number, as float2 (re, im))
+ * read as a vector (DEX, DEY) in image axes, x to the right (+column), y down (+row):
+ * it points away from the set (the direction in which the escape time falls fastest),
+ * and |dist| = |z| ln|z| / (|z'| s) estimates the distance to the set in output
+ * pixels, within a factor 2 of the true distance as the potential goes to 0 (Koebe's
+ * 1/4 theorem; the exterior distance estimate of Kalles Fraktaler and Fraktaler-3,
+ * whose DEX + i DEY have this length; the direction is defined here, in image axes).
+ * The derivative is carried as w = s dz/dc in double, w(1) = s, w(k+1) = 2 z(k) w(k)
+ * + s, so it neither overflows nor underflows at any depth a direct format serves.
+ * 0 for interior pixels, and where w is not finite (a sample on the set at double's
+ * resolution).
  */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 
@@ -59,35 +90,98 @@ typedef uint hist_t;
 inline void hist_add(__global hist_t *h, uint bin, uint v) { atomic_add(h + bin, v); }
 #endif
 
-#ifndef FORMAT_ARGS /* a direct format: per-column and per-row coordinates */
+#ifndef SAMPLES
+#define SAMPLES 1
+#endif
+
+#ifndef FORMAT_ARGS /* a direct format: per-(column, sample) and per-(row, sample) coordinates */
+#ifdef DISTANCE
+#define FORMAT_ARGS __global const COORD_T *xs, __global const COORD_T *ys, const COORD_T r2, \
+                    const double ds
+#define FORMAT_ARG_NAMES xs, ys, r2, ds
+#else
 #define FORMAT_ARGS __global const COORD_T *xs, __global const COORD_T *ys, const COORD_T r2
 #define FORMAT_ARG_NAMES xs, ys, r2
-inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2 *z, double2 *c)
+#endif
+/* Sample k of tile pixel (col, row): its count, z(n), c and (-DDISTANCE) s dz/dc. */
+inline uint escape_sample(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter, double2 *z,
+                          double2 *c, double2 *dz)
 {
-    *c = (double2)(to_double(xs[col]), to_double(ys[row]));
-    return escape_time(xs[col], ys[row], max_iter, r2, z);
+    const COORD_T cr = xs[col * SAMPLES + k], ci = ys[row * SAMPLES + k];
+    *c = (double2)(to_double(cr), to_double(ci));
+#ifdef DISTANCE
+    return escape_time(cr, ci, max_iter, r2, ds, z, dz);
+#else
+    return escape_time(cr, ci, max_iter, r2, 0.0, z, dz);
+#endif
+}
+#else /* perturb.cl: one sample, no derivative (until it takes both: issue 12) */
+#if SAMPLES > 1 || defined(DISTANCE)
+#error "perturb.cl does not take samples or the distance estimate yet"
+#endif
+inline uint escape_sample(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter, double2 *z,
+                          double2 *c, double2 *dz)
+{
+    return escape_pixel(FORMAT_ARG_NAMES, col, row, max_iter, z, c);
 }
 #endif
 
 /* Smooth offset d = mu - n, with mu = N - log2(ln|z_N|^2 / ln B^2) the continuous
  * escape time for bailout B = 2^10: z keeps iterating in double from the escape
- * (|z| > R) until |z_N| > B. mu is continuous across the image where n jumps. */
+ * (|z| > R) until |z_N| > B. mu is continuous across the image where n jumps.
+ * With -DDISTANCE, w = s dz/dc iterates along (w <- 2 z w + s, before z's step) and
+ * *z, *w end as z_N, w_N for the distance estimate. */
 #define SMOOTH_LN_B2 13.862943611198906 /* ln(2^20) */
-inline float smooth_offset(double2 z, double cr, double ci)
+inline float smooth_offset(double2 *z, double cr, double ci, double2 *w, double s)
 {
-    double x = z.x, y = z.y, m2 = x * x + y * y;
+    double x = z->x, y = z->y, m2 = x * x + y * y;
     int extra = 0;
     while (m2 <= 1048576.0 && extra < 32) {
+#ifdef DISTANCE
+        const double wr = 2.0 * (x * w->x - y * w->y) + s;
+        w->y = 2.0 * (x * w->y + y * w->x);
+        w->x = wr;
+#endif
         const double t = x * x - y * y + cr;
         y = 2.0 * x * y + ci;
         x = t;
         m2 = x * x + y * y;
         ++extra;
     }
+    *z = (double2)(x, y);
     return (float)(extra - log2(log(m2) / SMOOTH_LN_B2));
 }
 
-/* Where one pixel's results go: its count, smooth offset and histogram bin. */
+#ifdef DISTANCE
+/* conj(z ln|z| / w) as (DEX, DEY), see the header; w scaled by its largest component
+ * first (|w|^2 may overflow where w does not); 0 when w is 0 or not finite. */
+inline float2 distance_px(double2 z, double2 w)
+{
+    const double m = fmax(fabs(w.x), fabs(w.y));
+    if (!(m > 0.0 && m <= DBL_MAX))
+        return (float2)(0.0f, 0.0f);
+    const double ax = w.x / m, ay = w.y / m;
+    const double l = 0.5 * log(z.x * z.x + z.y * z.y) / (m * (ax * ax + ay * ay));
+    const float2 d = (float2)((float)((z.x * ax + z.y * ay) * l),
+                              (float)(-(z.y * ax - z.x * ay) * l));
+    return isfinite(d.x) && isfinite(d.y) ? d : (float2)(0.0f, 0.0f);
+}
+#define DIST_ARG , __global float2 *dist
+#define S_DIST_ARG , __global float2 *s_dist
+#else
+#define DIST_ARG
+#define S_DIST_ARG
+#endif
+
+#if SAMPLES > 1
+#define SAMPLE_ARGS , __global uint *s_iters, __global float *s_frac S_DIST_ARG
+#else
+#define SAMPLE_ARGS
+#endif
+
+#if defined(PERTURB_LANES) && !defined(PERTURB_FX)
+/* Where perturb_lanes.cl sends a pixel's result (one sample, no distance): its count,
+ * smooth offset and histogram bin, as the loop below stores them. */
 struct pixel_sink {
     __global uint *iters;
     __global float *frac;
@@ -98,16 +192,19 @@ struct pixel_sink {
 
 void pixel_done(struct pixel_sink *sink, uint p, uint n, double2 z, double2 c)
 {
+    double2 w = (double2)(0.0, 0.0);
     sink->iters[p] = n;
-    sink->frac[p] = n ? smooth_offset(z, c.x, c.y) : 0.0f;
+    sink->frac[p] = n ? smooth_offset(&z, c.x, c.y, &w, 0.0) : 0.0f;
     if (n < sink->nlocal)
         atomic_inc(&sink->lh[n]);
     else
         hist_add(sink->hist, n, 1u);
 }
+#endif
 
 __kernel void mandel(FORMAT_ARGS, const uint tw, const uint npix, const uint max_iter,
-                     __global uint *iters, __global float *frac, __global hist_t *hist)
+                     __global uint *iters, __global float *frac DIST_ARG SAMPLE_ARGS,
+                     __global hist_t *hist)
 {
     __local uint lh[LOCAL_BINS];
     const uint lid = get_local_id(0), lsz = get_local_size(0);
@@ -116,17 +213,45 @@ __kernel void mandel(FORMAT_ARGS, const uint tw, const uint npix, const uint max
         lh[b] = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    struct pixel_sink sink = {iters, frac, hist, lh, nlocal};
     const uint G = get_global_size(0);
 #if defined(PERTURB_LANES) && !defined(PERTURB_FX)
-    /* the format keeps several pixels in flight per work-item (perturb_lanes.cl) */
+    /* perturbation on a CPU: the format keeps several pixels in flight per work-item
+     * (perturb_lanes.cl; one sample per pixel, no distance) */
+    struct pixel_sink sink = {iters, frac, hist, lh, nlocal};
     escape_lanes(FORMAT_ARG_NAMES, get_global_id(0), G, npix, tw, max_iter, &sink);
 #else
-    for (uint p = get_global_id(0); p < npix; p += G) {
+    for (uint q = get_global_id(0); q < npix * SAMPLES; q += G) {
+        const uint p = q / SAMPLES, k = q - p * SAMPLES;
         const uint row = p / tw, col = p - row * tw;
-        double2 z = (double2)(0.0, 0.0), c;
-        const uint n = escape_pixel(FORMAT_ARG_NAMES, col, row, max_iter, &z, &c);
-        pixel_done(&sink, p, n, z, c);
+        double2 z = (double2)(0.0, 0.0), c, w = (double2)(0.0, 0.0);
+        const uint n = escape_sample(FORMAT_ARG_NAMES, col, row, k, max_iter, &z, &c, &w);
+#ifdef DISTANCE
+        const float f = n ? smooth_offset(&z, c.x, c.y, &w, ds) : 0.0f;
+        const float2 d = n ? distance_px(z, w) : (float2)(0.0f, 0.0f);
+#else
+        const float f = n ? smooth_offset(&z, c.x, c.y, &w, 0.0) : 0.0f;
+#endif
+#if SAMPLES > 1
+        const uint e = k ? p * (SAMPLES - 1) + k - 1 : p;
+        __global uint *it_out = k ? s_iters : iters;
+        __global float *fr_out = k ? s_frac : frac;
+        it_out[e] = n;
+        fr_out[e] = f;
+#ifdef DISTANCE
+        __global float2 *d_out = k ? s_dist : dist;
+        d_out[e] = d;
+#endif
+#else
+        iters[p] = n;
+        frac[p] = f;
+#ifdef DISTANCE
+        dist[p] = d;
+#endif
+#endif
+        if (n < nlocal)
+            atomic_inc(&lh[n]);
+        else
+            hist_add(hist, n, 1u);
     }
 #endif
 

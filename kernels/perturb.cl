@@ -28,15 +28,27 @@
  *
  * Interior pixels (a nucleus reference, lam != 0): see "interior" below.
  *
+ * Pixel offsets dc (pixel_offset below): a flat tile by default; with -DPOLAR a polar
+ * tile of an exponential map (farm/plan/expmap.py), whose pixel (col, row) is the point
+ * at radius rho(row) and angle theta(col) around C (the view centre: polar tiles take
+ * the centre's reference), dc = rho(row) e^{i theta(col)}.
+ *
  * Extensions: cl_khr_fp64.
  *
  * Provides, for mandel.cl: FORMAT_ARGS, FORMAT_ARG_NAMES and escape_pixel (and, with
  * perturb_lanes.cl, escape_lanes). Arguments:
  *   orbit     [orbit_len] double2   Z(0) .. Z(orbit_len - 1), Z(0) = 0, Z(1) = C
  *   orbit_len           uint       >= 2; all |Z(m)|^2 <= R^2
+ *   flat tile (default):
  *   kx0, ky0            int        2 x0 + 1 - W and 2 y0 + 1 - H for the tile at (x0, y0)
  *   ref_off             double2    (view centre - C) / h: see pixel_offset()
  *   h_m, h_e          double, int  half the pixel spacing, h = h_m * 2^h_e, h_m in [0.5, 1)
+ *   polar tile (-DPOLAR) instead:
+ *   rho_m     [th]      double     radius mantissa of each tile row
+ *   rho_e               int        their shared exponent: rho(row) = rho_m[row] * 2^rho_e
+ *   cis       [tw]      double2    (cos theta, sin theta) of each tile column:
+ *                                  dc = rho_m[row] cis[col] 2^rho_e
+ *   then, for both:
  *   r2                  double     escape radius squared
  *   bla_ab    [5 N]     double2    A, B, C, D, E of each map (complex)
  *   bla_r     [N]       double     its validity radius (floatexp builds: its log2)
@@ -50,14 +62,37 @@
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
 
-#define FORMAT_ARGS __global const double2 *orbit, const uint orbit_len, const int kx0, \
-                    const int ky0, const double2 ref_off, const double h_m, const int h_e, \
+#ifdef POLAR
+#define OFFSET_ARGS __global const double *rho_m, const int rho_e, __global const double2 *cis
+#define OFFSET_ARG_NAMES rho_m, rho_e, cis
+/* dc of tile pixel (col, row) as a mantissa pair times 2^(*e) */
+inline double2 pixel_offset(OFFSET_ARGS, uint col, uint row, int *e)
+{
+    *e = rho_e;
+    return rho_m[row] * cis[col];
+}
+#else
+#define OFFSET_ARGS const int kx0, const int ky0, const double2 ref_off, const double h_m, \
+                    const int h_e
+#define OFFSET_ARG_NAMES kx0, ky0, ref_off, h_m, h_e
+/* dc of tile pixel (col, row) as a mantissa pair times 2^(*e): its offset from the
+ * reference point is ((kx0 + 2 col + ref_off.x) + i (ref_off.y - (ky0 + 2 row))) h (the
+ * integers are exact in a double; one rounding where ref_off is added) */
+inline double2 pixel_offset(OFFSET_ARGS, uint col, uint row, int *e)
+{
+    *e = h_e;
+    return (double2)((double)(kx0 + 2 * (int)col) + ref_off.x,
+                     ref_off.y - (double)(ky0 + 2 * (int)row)) * h_m;
+}
+#endif
+
+#define FORMAT_ARGS __global const double2 *orbit, const uint orbit_len, OFFSET_ARGS,          \
                     const double r2, __global const double2 *bla_ab,                     \
                     __global const double *bla_r, __global const uint *bla_off,          \
                     const uint bla_levels, const uint bla_shift, const double2 lam,      \
                     const int lam_e STEPS_ARGS
-#define FORMAT_ARG_NAMES orbit, orbit_len, kx0, ky0, ref_off, h_m, h_e, r2, bla_ab, bla_r, \
-                         bla_off, bla_levels, bla_shift, lam, lam_e STEPS_ARG_NAMES
+#define FORMAT_ARG_NAMES orbit, orbit_len, OFFSET_ARG_NAMES, r2, bla_ab, bla_r, bla_off, \
+                         bla_levels, bla_shift, lam, lam_e STEPS_ARG_NAMES
 
 /* Built with -DPERTURB_STEPS (benchmarks only): two more arguments, steps_out [npix]
  * uint and steps_tw uint (the tile width), get each pixel's number of loop passes (a
@@ -75,15 +110,6 @@
 #define COUNT_STEP()
 #define STORE_STEPS(col, row)
 #endif
-
-/* The mantissa of pixel (col, row)'s offset from the reference point: dc = m h_m 2^h_e
- * with m = (kx0 + 2 col + ref_off.x, ref_off.y - (ky0 + 2 row)) (the integers are exact
- * in a double; one rounding where ref_off is added). */
-inline double2 pixel_offset(int kx0, int ky0, double2 ref_off, uint col, uint row)
-{
-    return (double2)((double)(kx0 + 2 * (int)col) + ref_off.x,
-                     ref_off.y - (double)(ky0 + 2 * (int)row));
-}
 
 /* ------------------------------------------------------------------ skip tables */
 
@@ -290,7 +316,9 @@ typedef struct {
 inline pixel_state pixel_start(FORMAT_ARGS, uint col, uint row)
 {
     pixel_state s;
-    s.dc = ldexp(pixel_offset(kx0, ky0, ref_off, col, row) * h_m, h_e);
+    int e;
+    const double2 dm = pixel_offset(OFFSET_ARG_NAMES, col, row, &e);
+    s.dc = ldexp(dm, e);
     s.d = s.Z = (double2)(0.0, 0.0);
     s.wraps = wraps_start();
     s.m = s.n = 0;
@@ -451,7 +479,9 @@ inline uint fx_bla_take(__global const double2 *bla_ab, __global const double *b
 
 inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2 *z, double2 *c)
 {
-    const fx2 dc = fx_norm(pixel_offset(kx0, ky0, ref_off, col, row) * h_m, h_e);
+    int e;
+    const double2 dm = pixel_offset(OFFSET_ARG_NAMES, col, row, &e);
+    const fx2 dc = fx_norm(dm, e);
     *c = orbit[1] + fx_to_double(dc);
     fx2 d = fx_norm((double2)(0.0, 0.0), 0);
     uint m = 0;

@@ -133,7 +133,8 @@ inline void lane_load(FORMAT_ARGS, lanes_cold *t, uint k, uint p, uint npix, uin
 {
     const bool live = p < npix;
     const uint row = live ? p / tw : 0, col = live ? p - row * tw : 0;
-    const double2 dc = ldexp(pixel_offset(kx0, ky0, ref_off, col, row) * h_m, h_e);
+    int e;
+    const double2 dc = ldexp(pixel_offset(OFFSET_ARG_NAMES, col, row, &e), e);
     t->pix[k] = p;
     t->live[k] = live ? -1 : 0;
     t->dcr[k] = dc.x;

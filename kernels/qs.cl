@@ -515,13 +515,34 @@ inline double to_double(float4 x)
  * -DQS_REFERENCE_LOOP: the previous loop, x^2, y^2 and x y once each by qs_sqr and
  * qs_mul, x' = x^2 - y^2 + cr and y' = 2 x y + ci by two qs_adds each, six
  * renormalisations (renorm5); the test reads m = fl(xx.s0 + yy.s0), within
- * m (1 +- 2^-22) of |z|^2. */
+ * m (1 +- 2^-22) of |z|^2.
+ *
+ * -DDISTANCE (both loops): *dz = w(k), w(0) = 0, w(k) = 2 z(k-1) w(k-1) + ds (ds dz/dc,
+ * see mandel.cl), in double from z rounded to double each step. */
+#ifdef DISTANCE
+#define QS_DE_DECL double wx = 0.0, wy = 0.0;
+#define QS_DE_STEP                                                   \
+    {                                                                \
+        const double zx = to_double(x), zy = to_double(y);           \
+        const double t = 2.0 * (zx * wx - zy * wy) + ds;             \
+        wy = 2.0 * (zx * wy + zy * wx);                              \
+        wx = t;                                                      \
+    }
+#define QS_DE_OUT *dz = (double2)(wx, wy);
+#else
+#define QS_DE_DECL
+#define QS_DE_STEP
+#define QS_DE_OUT
+#endif
 #ifdef QS_REFERENCE_LOOP
-inline uint escape_time(float4 cr, float4 ci, uint max_iter, float4 r2, double2 *z)
+inline uint escape_time(float4 cr, float4 ci, uint max_iter, float4 r2, double ds, double2 *z,
+                        double2 *dz)
 {
     const float hi = r2.s0 * (1.0f + 0x1p-20f), lo = r2.s0 * (1.0f - 0x1p-20f);
     float4 x = (float4)(0.0f), y = (float4)(0.0f), xx = (float4)(0.0f), yy = (float4)(0.0f);
+    QS_DE_DECL
     for (uint k = 1; k <= max_iter; ++k) {
+        QS_DE_STEP
         y = qs_add(qs_mul2(qs_mul(x, y)), ci);
         x = qs_add(qs_sub(xx, yy), cr);
         xx = qs_sqr(x);
@@ -529,23 +550,28 @@ inline uint escape_time(float4 cr, float4 ci, uint max_iter, float4 r2, double2 
         const float m = xx.s0 + yy.s0;
         if (m > lo && (m > hi || qs_gt(qs_add(xx, yy), r2))) {
             *z = (double2)(to_double(x), to_double(y));
+            QS_DE_OUT
             return k;
         }
     }
     return 0;
 }
 #else
-inline uint escape_time(float4 cr, float4 ci, uint max_iter, float4 r2, double2 *z)
+inline uint escape_time(float4 cr, float4 ci, uint max_iter, float4 r2, double ds, double2 *z,
+                        double2 *dz)
 {
     const float hi = r2.s0 * (1.0f + 0x1p-20f), lo = r2.s0 * (1.0f - 0x1p-20f);
     float4 x = (float4)(0.0f), y = (float4)(0.0f);
+    QS_DE_DECL
     for (uint k = 1; k <= max_iter; ++k) {
+        QS_DE_STEP
         const float4 yn = qs_mul2_add(x, y, ci);
         x = qs_sqr_sub_add(x, y, cr);
         y = yn;
         const float m = fma(x.s0, x.s0, y.s0 * y.s0);
         if (m > lo && (m > hi || qs_gt(qs_add(qs_sqr(x), qs_sqr(y)), r2))) {
             *z = (double2)(to_double(x), to_double(y));
+            QS_DE_OUT
             return k;
         }
     }

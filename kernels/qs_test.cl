@@ -24,7 +24,7 @@
  *   cr, ci [n]        float4  c
  *   max_iter          uint
  *   r2                float4  escape radius squared
- *   iters  [n]        uint    out: escape_time(cr[i], ci[i], max_iter, r2, &z)
+ *   iters  [n]        uint    out: escape_time(cr[i], ci[i], max_iter, r2, 0.0, &z, &dz)
  *   z      [n]        double2 out: z(n) as escape_time wrote it; (0, 0) if interior
  */
 
@@ -64,7 +64,7 @@ __kernel void qs_escape(__global const float4 *cr, __global const float4 *ci,
                         __global uint *iters, __global double2 *z)
 {
     const size_t i = get_global_id(0);
-    double2 zn = (double2)(0.0, 0.0);
-    iters[i] = escape_time(cr[i], ci[i], max_iter, r2, &zn);
+    double2 zn = (double2)(0.0, 0.0), dz;
+    iters[i] = escape_time(cr[i], ci[i], max_iter, r2, 0.0, &zn, &dz);
     z[i] = zn;
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -18,6 +19,10 @@ import pytest
 
 from farm import spec as specmod
 from farm.compute.device import build_problem, list_devices
+
+# `farm bench` remembers kernel rates for `farm validate` (farm/rates.py): keep the
+# tests' measurements out of the user's cache.
+os.environ.setdefault("FARM_RATES", os.path.join(tempfile.mkdtemp(prefix="farm-rates-"), "rates.json"))
 
 
 def _devices():
@@ -42,13 +47,16 @@ def pytest_generate_tests(metafunc):
 
 
 def job_text(size=(24, 16), center=("-0.75", "0.1"), width=("3", "3"), frames=1,
-             tile=(16, 16), max_iter=200, precision="auto", extra="") -> str:
+             tile=(16, 16), max_iter=200, precision="auto", extra="", samples=1,
+             distance=False) -> str:
+    image_keys = f"\n        samples = {samples}" if samples != 1 else ""
+    render_keys = "\n        distance = true" if distance else ""
     return textwrap.dedent(f"""
         [view]
         center = ["{center[0]}", "{center[1]}"]
         width = ["{width[0]}", "{width[1]}"]
         [image]
-        size = [{size[0]}, {size[1]}]
+        size = [{size[0]}, {size[1]}]{image_keys}
         [animation]
         frames = {frames}
         fps = 10
@@ -56,7 +64,7 @@ def job_text(size=(24, 16), center=("-0.75", "0.1"), width=("3", "3"), frames=1,
         max = {max_iter if isinstance(max_iter, int) else '"auto"'}
         [render]
         precision = "{precision}"
-        tile = [{tile[0]}, {tile[1]}]
+        tile = [{tile[0]}, {tile[1]}]{render_keys}
         """) + textwrap.dedent(extra)
 
 
@@ -107,6 +115,26 @@ def render_frame(cl_device, plan, frame: int = 0, config=None, references=None, 
         it[tile.y0:tile.y0 + tile.height, tile.x0:tile.x0 + tile.width] = res.iterations
         fr[tile.y0:tile.y0 + tile.height, tile.x0:tile.x0 + tile.width] = res.fraction
     return it, fr
+
+
+def render_channels(cl_device, plan, frame: int = 0, config=None, references=None):
+    """Every channel of a whole frame, tile by tile on ``cl_device``: {name: array of
+    shape (H, W) or (H, W, depth)}, and the frame's histogram (int64, plan.bins)."""
+    import numpy as np
+
+    from farm.compute.render import TileRenderer
+
+    info, dev = cl_device
+    renderer = TileRenderer(dev, info, plan, config, references=references)
+    w, h = plan.spec.size
+    out = {c.name: np.zeros(c.shape(h, w), c.dtype) for c in plan.channels}
+    hist = np.zeros(plan.bins, np.int64)
+    for tile in plan.grid:
+        res = renderer.render(plan.frames[frame], tile)
+        for name, arr in res.arrays.items():
+            out[name][tile.y0:tile.y0 + tile.height, tile.x0:tile.x0 + tile.width] = arr
+        hist[res.hist_bins] += res.hist_counts
+    return out, hist
 
 
 def compare_counts(got, want, min_equal: float = 0.99) -> float:

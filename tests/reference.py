@@ -106,3 +106,40 @@ def misiurewicz(guess: str | tuple[str, str], preperiod: int, period: int, digit
             if abs(step) < mpmath.mpf(10) ** -(digits + 10):
                 break
         return mpmath.nstr(c.real, digits, strip_zeros=False), mpmath.nstr(c.imag, digits, strip_zeros=False)
+
+
+def sample_c(center: tuple[str, str], width: str, size: tuple[int, int], i: int, j: int,
+             offset: tuple[int, int], unit: int = 1 << 16):
+    """c of the sample at ``offset`` (units of 1/unit px, x right, y down) of pixel
+    (column i, row j), as exact Fractions (DESIGN.md's mapping, moved by the offset)."""
+    w, h = size
+    s = Fraction(width) / w
+    re = Fraction(center[0]) + (i + Fraction(1, 2) + Fraction(offset[0], unit) - Fraction(w, 2)) * s
+    im = Fraction(center[1]) - (j + Fraction(1, 2) + Fraction(offset[1], unit) - Fraction(h, 2)) * s
+    return re, im
+
+
+def distance_estimate(re: Fraction, im: Fraction, max_iter: int, spacing: Fraction,
+                      radius: float = 2.0, digits: int = DIGITS) -> tuple[int, complex]:
+    """(count, distance) of c = re + i im, straight from the definitions: z(k+1) = z(k)^2
+    + c and z'(k+1) = 2 z(k) z'(k) + 1 from 0 at ``digits`` digits; the count as in
+    escape_count; then z, z' at the first N with |z(N)| > 2^10, and the distance estimate
+    conj(z ln|z| / (spacing z')) in pixels (kernels/mandel.cl); (0, 0j) for interior."""
+    with mpmath.workdps(digits):
+        c = mpmath.mpc(mpmath.mpf(re.numerator) / re.denominator,
+                       mpmath.mpf(im.numerator) / im.denominator)
+        r2 = mpmath.mpf(radius) ** 2
+        z = dz = mpmath.mpc(0)
+        count = 0
+        for k in range(1, max_iter + 34):
+            dz = 2 * z * dz + 1
+            z = z * z + c
+            m2 = z.real ** 2 + z.imag ** 2
+            if not count and m2 > r2:
+                if k > max_iter:
+                    return 0, 0j
+                count = k
+            if count and m2 > 2 ** 20:
+                d = z * mpmath.log(abs(z)) / (dz * (mpmath.mpf(spacing.numerator) / spacing.denominator))
+                return count, complex(mpmath.conj(d))
+    return 0, 0j

@@ -150,6 +150,7 @@ def test_status_from_a_second_process_while_rendering(tmp_path):
     assert done == sorted(done) and done[0] < total
     assert all("eta_s" in s["run"] for s in seen if s["tiles_done"])
     final = json.loads(run_farm("status", str(store), "--json").stdout)
-    assert final["complete"] and final["run"]["eta_s"] == 0
+    assert final["complete"] and final["rendering"] is None and "eta_s" not in final["run"]
+    assert all(s["rendering"]["pid"] == proc.pid for s in seen)  # the render held the store
     text = run_farm("status", str(store)).stdout
     assert "complete" in text and "balance" in text

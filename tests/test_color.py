@@ -1,11 +1,20 @@
-"""Colouring: CDFs, temporal smoothing, palettes."""
+"""Colouring: CDFs, temporal smoothing, palettes, and every colour method (numpy)."""
 
 from __future__ import annotations
 
-import numpy as np
+import json
 
-from farm.color import cdf, colorize, smoothed_cdfs
-from farm.color.palettes import STOPS, lut
+import numpy as np
+import pytest
+import reference_de
+
+from farm.color import METHODS, FrameStats, Statistics, Style, cdf, colorize, colour, smoothed_cdfs
+from farm.color.distance import estimated_distance, line_cover, shading, slopes
+from farm.color.palettes import LUT_SIZE, STOPS, lut
+from farm.color.render import TO_LINEAR, encode_linear
+from farm.color.stats import trimmed_cdf
+from farm.errors import SpecError
+from farm.raw import RawFrame
 
 
 def test_cdf_over_escaped_pixels():
@@ -36,6 +45,67 @@ def test_smoothing_is_a_weighted_average_and_reduces_flicker():
     assert flicker(smooth) < 0.5 * flicker(raw)
 
 
+def test_trimmed_cdfs_average_to_the_full_rows():
+    """Frames whose counts end early: their trimmed CDFs, padded, equal the full rows."""
+    rng = np.random.default_rng(1)
+    hists = []
+    for top in (50, 400, 120, 999):
+        h = np.zeros(1000, np.int64)
+        h[: top + 1] = rng.integers(0, 9, top + 1)
+        h[top] = 3
+        hists.append(h)
+    stats = Statistics(4, 2)
+    for f in range(4):
+        got = stats.stats(f, lambda g: hists[g]).cdf
+        full = sum((3 - abs(f - g)) * cdf(hists[g]) for g in range(max(0, f - 2), min(4, f + 3)))
+        full /= sum(3 - abs(f - g) for g in range(max(0, f - 2), min(4, f + 3)))
+        assert np.allclose(got, full[: len(got)]) and np.allclose(full[len(got):], 1.0)
+    assert len(trimmed_cdf(hists[0])) == 51  # counts 0..50
+
+
+def legacy_colorize(iterations, fraction, frame_cdf, palette, cycles):
+    """The colouring of zoomfarm before colour methods existed (one thread, np.interp):
+    the reference the histogram method must match."""
+    n = iterations.astype(np.float64)
+    mu = np.clip(n + fraction.astype(np.float64), 0.0, len(frame_cdf) - 1)
+    t = np.interp(mu, np.arange(len(frame_cdf), dtype=np.float64), frame_cdf)
+    table = lut(palette)
+    idx = np.floor((t * cycles % 1.0) * len(table)).astype(np.int64) % len(table)
+    rgb = table[idx]
+    rgb[iterations == 0] = 0
+    return rgb
+
+
+def synthetic_frame(shape=(67, 90), seed=0, top=3000):
+    rng = np.random.default_rng(seed)
+    it = np.minimum(rng.exponential(300, shape) + 1, top).astype(np.uint32)
+    it[rng.random(shape) < 0.1] = 0
+    fr = rng.uniform(-1, 3.5, shape).astype(np.float32)
+    fr[it == 0] = 0
+    return it, fr, np.bincount(it.ravel(), minlength=top + 1).astype(np.int64)
+
+
+@pytest.mark.parametrize("palette,cycles", [("classic", 3.0), ("fire", 1.0), ("gray", 7.5)])
+def test_histogram_method_matches_the_legacy_colours(palette, cycles):
+    """Tolerance: at most 1 in 255 per channel (a palette index one entry off where
+    float rounding differs); here it is exact."""
+    it, fr, hist = synthetic_frame()
+    c = cdf(hist)
+    want = legacy_colorize(it, fr, c, palette, cycles)
+    got = colorize(it, fr, c, palette, cycles)
+    assert np.abs(got.astype(int) - want).max() <= 1
+    assert (got == want).all(axis=2).mean() >= 0.999
+    # the same through the sink's path: trimmed smoothed CDF, bands on threads
+    from concurrent.futures import ThreadPoolExecutor
+
+    raw = RawFrame(0, it, fr, hist)
+    stats = Statistics(1, 4).stats(0, lambda g: hist)
+    style = Style(method="histogram", lut=lut(palette), cycles=cycles)
+    with ThreadPoolExecutor(2) as pool:
+        banded = colour(raw, stats, style, pool, band_rows=7)
+    assert np.abs(banded.astype(int) - want).max() <= 1
+
+
 def test_colorize_interior_black_and_continuous():
     it = np.array([[0, 1, 2, 3, 4]], np.uint32)
     fr = np.zeros_like(it, dtype=np.float32)
@@ -53,3 +123,169 @@ def test_palettes_are_cyclic():
         table = lut(name).astype(int)
         assert np.abs(table[0] - table[-1]).max() <= 8, name
         assert np.abs(np.diff(table, axis=0)).max() <= 8, name  # no jumps inside either
+
+
+# ---------------------------------------------------------------------------- palettes files
+
+
+def test_gradient_files_text_and_json(tmp_path):
+    text = tmp_path / "p.txt"
+    text.write_text("# a comment\n#ff0000\n0 255 0   # green\n\n#0000ff\n")
+    table = lut(str(text))
+    assert table.shape == (LUT_SIZE, 3)
+    assert tuple(table[0]) == (255, 0, 0) or tuple(table[0])[0] > 250  # starts red
+    assert table[LUT_SIZE // 3 + 5][1] > 245  # green at 1/3
+    assert table[-1][0] > 240 and table[-1][2] < 15  # wraps back to red: cyclic
+    positioned = tmp_path / "q.json"
+    positioned.write_text(json.dumps({"stops": [[0, "#000000"], [0.5, [255, 255, 255]]]}))
+    table = lut(str(positioned))
+    assert table[LUT_SIZE // 2][0] >= 254 and table[0][0] <= 1 and table[-1][0] <= 2
+    listed = tmp_path / "r.json"
+    listed.write_text(json.dumps(["#101010", "#f0f0f0"]))
+    assert abs(int(lut(str(listed))[LUT_SIZE // 2][0]) - 240) <= 1
+
+
+@pytest.mark.parametrize("content,message", [
+    ("#ff00\n", "not a colour"),
+    ("0.5 #ff0000\n0.2 #00ff00\n", "increase"),
+    ("0 #ff0000\n#00ff00\n", "every line or on none"),
+    ("", "no colour stops"),
+])
+def test_bad_gradient_files_name_the_field(tmp_path, content, message):
+    path = tmp_path / "bad.txt"
+    path.write_text(content)
+    with pytest.raises(SpecError) as err:
+        lut(str(path))
+    assert err.value.field == "color.palette" and message in str(err.value)
+    assert "\n" not in str(err.value)
+    with pytest.raises(SpecError, match="cannot read"):
+        lut(str(tmp_path / "missing.json"))
+
+
+# ---------------------------------------------------------------------------- methods
+
+
+@pytest.fixture(scope="module")
+def seahorse():
+    """Seahorse Valley at 160x90 with interior, distances from the dz/dc reference."""
+    c = reference_de.pixel_grid((-0.745, 0.113), 0.01, (160, 90))
+    raw = reference_de.render(c, 1500, 0.01 / 160)
+    assert 0.01 < (raw.iterations == 0).mean() < 0.9
+    stats = Statistics(1, 0).stats(0, lambda g: raw.histogram)
+    return raw, stats
+
+
+BRIGHT = "bright.json"
+
+
+def bright_style(tmp_path, method, **kw):
+    """A palette with no dark colour, so that black means interior (or a line)."""
+    path = tmp_path / BRIGHT
+    path.write_text(json.dumps(["#ff8040", "#40ff80", "#8040ff"]))
+    return Style(method=method, lut=lut(str(path)), **kw)
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_interior_and_escaped_keep_their_meaning(tmp_path, seahorse, method):
+    """Every method: interior pixels take the interior colour, escaped pixels a palette
+    colour (far from the set, exactly the palette's; nearer, shaded or lined but never
+    the interior's colour in histogram and smooth)."""
+    raw, stats = seahorse
+    style = bright_style(tmp_path, method, line_width=1.0)
+    rgb = colour(raw, stats, style)
+    inside = raw.iterations == 0
+    assert (rgb[inside] == 0).all()
+    far = ~inside & (np.abs(raw.distance) > 8)
+    assert far.sum() > 100
+    palette = {tuple(c) for c in style.lut}
+    if method == "shade":  # the palette's colours, lit: brightness within 40% of flat
+        base = colour(raw, stats, bright_style(tmp_path, "histogram")).astype(float)
+        gain = rgb[far].sum(axis=1) / base[far].sum(axis=1)
+        assert (gain > 0.6).all() and (gain < 1.4).all()
+        assert np.median(np.abs(gain - 1)) < 0.1
+    else:
+        assert all(tuple(c) in palette for c in rgb[far])
+    if method in ("histogram", "smooth"):
+        assert (rgb[~inside].max(axis=1) > 60).all()
+    without = colour(RawFrame(0, raw.iterations, raw.fraction, raw.histogram), stats, style)
+    assert (without[inside] == 0).all()  # the estimated distance keeps the meaning too
+
+
+def test_distance_lines_have_a_set_width_in_pixels(tmp_path, seahorse):
+    raw, stats = seahorse
+    for width in (1.0, 3.0):
+        style = bright_style(tmp_path, "distance", line_width=width)
+        rgb = colour(raw, stats, style)
+        base = colour(raw, stats, bright_style(tmp_path, "histogram"))
+        d = np.abs(raw.distance)
+        escaped = raw.iterations > 0
+        on = escaped & (d <= width / 2 - 0.5 + 1e-3)
+        off = escaped & (d >= width / 2 + 0.5)
+        assert (rgb[on] == 0).all() and on.any()
+        assert (rgb[off] == base[off]).all()
+    cover = line_cover(np.array([0.0, 0.7, 1.0, 1.5, 2.0, 9.0], np.float32), 2.0)
+    assert np.allclose(cover, [1, 0.8, 0.5, 0, 0, 0])
+
+
+def test_distance_line_width_does_not_depend_on_depth(tmp_path):
+    """Around a Misiurewicz point (self-similar), a 1000x deeper view draws about the
+    same share of line pixels."""
+    centre = (-0.10109636384562, 0.95628651080914)  # M(4,1): tip of a dendrite
+    shares = []
+    for width in (2e-3, 2e-6):
+        c = reference_de.pixel_grid(centre, width, (96, 64))
+        raw = reference_de.render(c, 3000, width / 96)
+        assert (raw.iterations == 0).mean() < 0.01  # a dendrite: no interior
+        cover = line_cover(np.abs(raw.distance), 1.0)
+        shares.append(float(cover.mean()))
+    assert 0.02 < shares[0] < 0.5
+    assert 0.5 < shares[1] / shares[0] < 2.0
+
+
+def test_estimated_distance_agrees_with_dz_dc(seahorse):
+    raw, _ = seahorse
+    est = estimated_distance(RawFrame(0, raw.iterations, raw.fraction, raw.histogram))
+    true = raw.distance
+    m = (raw.iterations > 0) & (np.abs(true) > 1) & (np.abs(true) < 50)
+    ratio = np.abs(est[m]) / np.abs(true[m])
+    cos = (est[m] * np.conj(true[m])).real / np.abs(est[m]) / np.abs(true[m])
+    assert 0.8 < np.median(ratio) < 1.25
+    assert np.median(cos) > 0.99
+    assert (np.abs(est[raw.iterations == 0]) == 0).all()
+
+
+def test_shading_lights_slopes_facing_the_light():
+    light = Style(method="shade", lut=lut("gray"), light=(0.0, np.radians(45))).light_vector
+    def at(d):
+        return shading(slopes(RawFrame(0, np.ones(1, np.uint32), np.zeros(1, np.float32),
+                                       np.zeros(2, np.int64), np.array([d], np.complex64))),
+                       light, 2.0)
+
+    toward, away, flat = at(1.0), at(-1.0), at(1e6)  # downhill towards +x, -x; far
+    # the relief rises against the distance direction: a slope falling towards the light
+    # faces it
+    assert toward[0] > 1.2 and away[0] < 0.5 and abs(flat[0] - 1) < 1e-3
+
+
+def test_samples_average_in_linear_light(seahorse):
+    raw, stats = seahorse
+    style = Style(method="shade", lut=lut("classic"))
+    one = colour(raw, stats, style)
+    twice = RawFrame(0, np.stack([raw.iterations] * 2, -1), np.stack([raw.fraction] * 2, -1),
+                     raw.histogram, np.stack([raw.distance] * 2, -1))
+    assert np.abs(colour(twice, stats, style).astype(int) - one).max() <= 1
+    # half black, half white: linear 0.5 is sRGB 188, not 128
+    assert int(encode_linear((TO_LINEAR[0] + TO_LINEAR[255]) / 2)) == 188
+
+
+def test_samples_use_their_own_data(seahorse):
+    """A (H, W, 3) frame whose samples are three different renders averages their
+    colours (each coloured on its own)."""
+    offsets = [(0.0, 0.0), (0.25, 0.25), (-0.25, 0.25)]
+    c = reference_de.pixel_grid((-0.745, 0.113), 0.01, (40, 30), offsets)
+    raw = reference_de.render(c, 1500, 0.01 / 40)
+    stats = FrameStats.from_cdf(0, cdf(raw.histogram))
+    style = Style(method="distance", lut=lut("classic"))
+    got = colour(raw, stats, style).astype(np.float32)
+    linear = sum(TO_LINEAR[colour(raw.sample(s), stats, style)] for s in range(3)) / 3
+    assert np.abs(got - encode_linear(linear)).max() <= 1

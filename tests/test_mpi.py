@@ -65,6 +65,25 @@ def test_mpi_store_is_bitwise_identical_to_one_process(tmp_path, job_and_referen
     assert_same_store(store, single)
     with h5py.File(store) as f:
         assert set(np.unique(f["tiles/rank"][...])) == {1, 2}  # both workers rendered
+        run = f["runs"][0]
+        assert run["workers"] == 2
+        # the timeline: workers' counters crossed MPI, device time matches the tiles'
+        assert run["setup_s"] > 0 and run["build_s"] > 0
+        assert np.isclose(run["gpu_s"], f["tiles/seconds"][...].astype(np.float64).sum(), rtol=1e-4)
+        assert run["process_started"] <= run["started"] <= run["render_ended"] <= run["ended"]
+
+
+def test_worker_threads_in_one_process_give_the_same_store(tmp_path, job_and_reference):
+    """One process with a worker thread per device (two threads on the one CPU device
+    here, as two GPUs would have): the same store as one worker."""
+    job, single = job_and_reference
+    store = tmp_path / "threads.h5"
+    result = run_farm("render", str(job), "--store", str(store), "--no-video", "--quiet",
+                      "--workers", "2", env={"FARM_TEST_TILE_DELAY": "0.05"})
+    assert result.returncode == 0, result.stderr
+    assert_same_store(store, single)
+    with h5py.File(store) as f:
+        assert set(np.unique(f["tiles/rank"][...])) == {0, 1}  # both threads rendered
         assert f["runs"]["workers"][0] == 2
 
 
@@ -160,6 +179,25 @@ def test_sigusr1_to_mpiexec_interrupts_and_resumes(tmp_path, write_job):
     resumed = mpi_farm(3, "resume", str(store), "--no-video", "--quiet", "--share-devices")
     assert resumed.returncode == 0, resumed.stderr
     assert_same_store(store, single)
+
+
+def test_samples_and_distance_are_bitwise_identical_under_mpi(tmp_path, write_job):
+    """Every channel (4 samples, distance estimates) and the histograms, over MPI with
+    two workers, equal a one-process render bit for bit."""
+    job = write_job(size=(48, 32), frames=3, width=("3", "1e-3"), tile=(16, 16),
+                    max_iter="auto", samples=4, distance=True)
+    single, store = tmp_path / "single.h5", tmp_path / "mpi.h5"
+    result = run_farm("render", str(job), "--store", str(single), "--no-video", "--quiet")
+    assert result.returncode == 0, result.stderr
+    result = mpi_farm(3, "render", str(job), "--store", str(store), "--no-video", "--quiet",
+                      "--share-devices")
+    assert result.returncode == 0, result.stderr
+    names = (*DATASETS, "distance", "samples/iterations", "samples/fraction",
+             "samples/distance", "tiles/crc")
+    with h5py.File(store) as fa, h5py.File(single) as fb:
+        for name in names:
+            assert np.array_equal(fa[name][...], fb[name][...]), name
+        assert set(np.unique(fa["tiles/rank"][...])) == {1, 2}
 
 
 REFERENCE_DATASETS = ("reference/orbits", "reference/starts", "reference/point", "reference/period",

@@ -75,3 +75,27 @@ def test_qs_encoder_limbs():
 def test_f64_encoder_round_to_nearest():
     third = num.parse("0.3333333333333333333333333333333", 300)
     assert enc.encode_f64([third])[0] == 1 / 3
+
+
+def test_exact_axes_round_like_mpmath_axes():
+    """The integer axes the renderer uses give the very numbers of the mpmath pixel
+    mapping rounded once, in every direct format, for random centres and spacings."""
+    import random
+
+    import mpmath
+    import numpy as np
+
+    from farm.numerics import axis
+    from farm.numerics.axes import encode_exact, exact_axis
+    from farm.numerics.encode import ENCODERS
+
+    rng = random.Random(7)
+    for _ in range(12):
+        digits = rng.randint(3, 40)
+        center = f"{rng.choice('-+')}{rng.random() * 2:.{digits}f}"
+        step = mpmath.mpf(f"{rng.random() + 0.1:.6f}e-{rng.randint(1, 24)}") / rng.randint(3, 999)
+        n, sign, bits = rng.randint(1, 64), rng.choice((1, -1)), rng.choice((200, 256, 333))
+        want = axis(center, step, n, 0, n, sign, bits)
+        for fmt in ("f64", "fp128", "quad-single"):
+            got = encode_exact(fmt, *exact_axis(center, step, n, sign, bits))
+            assert np.array_equal(got, ENCODERS[fmt](want)), (fmt, center, step, n)

@@ -7,6 +7,7 @@ from farm.schedule.state import (
     End,
     Failed,
     Finished,
+    Halt,
     Heard,
     Joined,
     Lost,
@@ -138,3 +139,13 @@ def test_stop_request_grace_period_expires():
 def test_nothing_to_do_ends_at_once():
     s = Scheduler([], workers=[1])
     assert s.handle(Joined(1), 0) == [Release(1), End("finished")]
+
+
+def test_halt_ends_at_once_as_interrupted():
+    """A full disk: nothing more can be stored, so nothing waits for the tiles in flight."""
+    s = Scheduler([(0, 0), (0, 1), (0, 2)], [1, 2], depth=1)
+    s.handle(Joined(1), 0)
+    s.handle(Joined(2), 0)
+    out = s.handle(Halt("the disk is full"), 1)
+    assert out == [Release(1), Release(2), End("interrupted", "the disk is full")]
+    assert s.handle(Finished(1, T(0, 0)), 2) == []  # late results are not stored

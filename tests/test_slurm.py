@@ -117,3 +117,45 @@ def test_sbatch_requeued_twice_resumes_identical_and_encodes(tmp_path, write_job
     from farm.encode import probe
 
     assert probe(video) == (60, 160, 96)
+
+
+def test_expmap_job_requeued_resumes_identical_and_encodes(tmp_path):
+    """The expmap method through the same scripts: interrupted once (Slurm's early
+    warning), requeued, resumed; the store equals a one-process render and the encode
+    job synthesises every video frame."""
+    from test_expmap_units import expmap_text
+
+    job = tmp_path / "zoom.toml"
+    store, video = tmp_path / "zoom.h5", tmp_path / "zoom.mp4"
+    job.write_text(expmap_text(size=(160, 90), width=("0.02", "0.00015625"), frames=211, max_iter=800,
+                               tile=(96, 33), center=("-0.7436438870371587", "0.1318259042053120"))
+                   + f'[output]\nstore = "{store}"\nvideo = "{video}"\n')
+    ref = tmp_path / "reference.h5"
+    assert run_farm("render", str(job), "--store", str(ref), "--no-video", "--quiet").returncode == 0
+    with h5py.File(ref) as f:
+        total = f["done"].size
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "FARM": f"{sys.executable} -m farm",
+           "FARM_LAUNCH": f"{BIN / 'mpiexec'} -n 3", "FARM_GPUS": "0", "FARM_WORKERS": "2",
+           "FARM_RENDER_ARGS": "--share-devices --quiet",
+           "FARM_TEST_TILE_DELAY": "0.05"}  # >= 4 s a render: the polls cannot miss it
+    submitted = subprocess.run([str(ROOT / "slurm" / "submit.sh"), str(job), "--overcommit"],
+                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert submitted.returncode == 0, submitted.stderr
+    render, encode = re.search(r"render job (\d+), encode job (\d+)", submitted.stdout).groups()
+    try:
+        wait_for("a quarter of the tiles", lambda: tiles_done(store) >= total // 4)
+        assert tiles_done(store) < total, "the render finished before the interruption"
+        subprocess.run(["scancel", "--batch", "--signal=USR1", render], check=True)
+        release(render)
+        wait_for("the render to complete", lambda: job_field(render, "JobState") == "COMPLETED")
+        wait_for("the encode job", lambda: job_field(encode, "JobState") in ("COMPLETED", "FAILED"))
+    finally:
+        subprocess.run(["scancel", render, encode], capture_output=True)
+    assert job_field(render, "Restarts") == "1"
+    with h5py.File(store) as a, h5py.File(ref) as b:
+        for name in ("iterations", "fraction", "histogram", "done", "frame_done"):
+            assert np.array_equal(a[name][...], b[name][...]), name
+    assert job_field(encode, "JobState") == "COMPLETED", (tmp_path / f"zoomfarm-encode-{encode}.out")
+    from farm.encode import probe
+
+    assert probe(video) == (211, 160, 90)

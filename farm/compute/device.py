@@ -97,7 +97,10 @@ def build_problem(info: DeviceInfo) -> str | None:
     Found by building a tiny program: PoCL 3.0 from pip (LLVM 14) fails this way on
     processors LLVM 14 does not know (AMD Zen 4 and 5, for example), and such a
     device must not be chosen over one that works. Costs one small build a device
-    per process (PoCL caches the binary)."""
+    per process (PoCL caches the binary). GPUs are not probed: their vendors'
+    compilers know their own chips, and a context on a GPU costs start-up time."""
+    if info.kind == "GPU":
+        return None
     dev = next(d for i, d in list_devices() if i == info)
     try:
         cl.Program(cl.Context([dev]), _PROBE).build()
@@ -172,6 +175,21 @@ def bind_device(selector: str = "auto", local_index: int = 0,
     if not info.fp64:
         raise DeviceError(f"{info.name} lacks cl_khr_fp64, which every kernel needs")
     return info, dev
+
+
+def bind_local(selector: str = "auto", workers: int | None = None) -> list[tuple[DeviceInfo, cl.Device]]:
+    """The devices one process renders on, one worker thread each: every GPU the
+    selector gives (a workstation's GPUs all work on the job), or its first device
+    otherwise (a CPU device already spreads a kernel over all cores). ``workers``
+    asks for that many threads instead, taking the devices in turn."""
+    devs = candidates(selector)
+    chosen = [d for d in devs if d[0].kind == "GPU"] or devs[:1]
+    if workers is not None:
+        chosen = [chosen[k % len(chosen)] for k in range(workers)]
+    for info, _ in chosen:
+        if not info.fp64:
+            raise DeviceError(f"{info.name} lacks cl_khr_fp64, which every kernel needs")
+    return chosen
 
 
 def selector_from_env(option: str | None) -> str:

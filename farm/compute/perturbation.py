@@ -37,17 +37,20 @@ class PerturbedFrame:
 
 
 def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bool = True,
-                    eps: float = EPS, interior: bool = True) -> PerturbedFrame:
+                    eps: float = EPS, interior: bool = True,
+                    log2_dc_max: float | None = None) -> PerturbedFrame:
     """The arguments of ``frame``; ``skipping`` and ``interior`` (the early exit of
-    pixels attracted to the nucleus' cycle) can be turned off for measurements."""
+    pixels attracted to the nucleus' cycle) can be turned off for measurements.
+    ``log2_dc_max`` bounds every pixel's |dc| (default: the frame's half diagonal
+    beyond its reference offset; an expmap strip gives its outer radius)."""
     k = refs.frame_ref[frame.index]
     ref = refs.refs[k]
     with num.workprec(frame.bits):
         h_m, h_e = num.frexp(frame.spacing / 2)
     ox, oy = per.offset_in(plan.spec.view.center, ref.point, h_m, h_e, frame.bits)
     w, h = plan.spec.size
-    # |dc| <= (|ref_off| + the half diagonal in half spacings) h, with a little margin
-    log2_dc_max = math.log2((math.hypot(ox, oy) + math.hypot(w, h)) * h_m * (1 + 2.0**-40)) + h_e
+    if log2_dc_max is None:  # (|ref_off| + the half diagonal in half spacings) h, and a margin
+        log2_dc_max = math.log2((math.hypot(ox, oy) + math.hypot(w, h)) * h_m * (1 + 2.0**-40)) + h_e
     table = empty_table()
     if skipping:
         fx = frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10

@@ -13,19 +13,35 @@ idle a third of the time (BENCHMARKS.md).
 
 Coordinates: per frame, the real part of every pixel column and the imaginary part
 of every row are computed once in mpmath and rounded once into the frame's format
-(:mod:`farm.numerics.encode`); a tile takes its slice of those axes. Perturbed frames
-instead get the reference orbit (uploaded once per renderer), the half pixel
-spacing as mantissa and exponent (the kernel forms each pixel's offset itself), and
-the frame's table for skipping iterations (farm/numerics/bla.py; built once per
-frame, kept for the last few).
+(:mod:`farm.numerics.encode`); a tile takes its slice of those axes. With ``N``
+samples per pixel the axes hold every (column, sample) and (row, sample), column
+``i``'s samples at ``i * N .. i * N + N - 1`` (:mod:`farm.numerics.axes`, offsets from
+:mod:`farm.plan.samples`), and the kernel is built with ``-DSAMPLES=N``; the distance
+estimate adds ``-DDISTANCE`` and the pixel spacing as a kernel argument. Perturbed frames
+instead get their reference's orbit (farm/plan/references.py; each uploaded once per
+renderer), the half pixel spacing as mantissa and exponent and the view centre's
+offset from the reference in half spacings (the kernel forms each pixel's offset
+itself), the frame's table for skipping iterations (farm/numerics/bla.py) and, for a
+nucleus reference, lambda' for the interior test (farm/compute/perturbation.py; built
+once per frame, kept for the last few). On CPUs perturbed frames with double deltas
+run kernels/perturb_lanes.cl (LaunchConfig.lanes).
+
+Expmap units (farm/plan/units.py): a tile slot computes its region, at the slot's
+top-left, and the rest of the slot is filler (count 0, offset 0; counted in the
+tile's histogram as count 0, as the stored bytes say). A strip region is a *polar
+tile*: perturbation with each pixel's offset from the zoom centre given per tile as
+row radii (mantissas sharing one exponent, so floatexp reaches any depth) and column
+(cos, sin) (kernels/perturb.cl built with -DPOLAR); a centre-image region is a flat
+tile of the centre image, in its format. An empty slot launches no kernel.
 """
 
 from __future__ import annotations
 
 import collections
-import os
+import concurrent.futures
+import math
+import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,38 +52,16 @@ import pyopencl.cltypes as clt
 import farm.numerics as num
 from farm.compute import programs
 from farm.compute.device import DeviceInfo
-from farm.compute.perturbation import perturbed_frame
+from farm.compute.launch import LaunchConfig
+from farm.compute.perturbation import PerturbedFrame, perturbed_frame
+from farm.numerics.axes import encode_exact, exact_axis, sample_axis
 from farm.numerics.encode import ENCODERS
 from farm.plan import FramePlan, Plan, Tile, precision
+from farm.plan import samples as sample_pattern
+from farm.plan.expmap import TWO_PI
 from farm.plan.references import References
-
-
-@dataclass(frozen=True)
-class LaunchConfig:
-    """Work-group size, how many groups per compute unit a launch may use, and the
-    bins of the local-memory sub-histogram.
-
-    The global size is ``min(pixels rounded up to local_size, groups_per_unit *
-    compute_units * local_size)``; each work-item takes every G-th pixel. Counts
-    below ``local_bins`` are counted in local memory, the rest with global atomics.
-    ``lanes`` > 1: perturbation with double deltas keeps that many pixels in flight
-    per work-item (kernels/perturb_lanes.cl: SIMD on CPUs; then the global size
-    counts pixels / lanes).
-    """
-
-    local_size: int = 128
-    groups_per_unit: int = 16
-    local_bins: int = 2048
-    lanes: int = 1
-    min_skip_level: int = 1  # perturbation skips at least 2^this steps
-
-    @classmethod
-    def for_device(cls, info: DeviceInfo) -> LaunchConfig:
-        if info.kind == "GPU":  # the best of the sweep in BENCHMARKS.md (H200)
-            return cls(local_size=256, groups_per_unit=32)
-        lanes = int(os.environ.get("FARM_PERTURB_LANES", "") or 8)  # developer knobs
-        level = int(os.environ.get("FARM_MIN_SKIP_LEVEL", "") or 5)
-        return cls(local_size=64, groups_per_unit=4, lanes=lanes, min_skip_level=level)
+from farm.plan.units import CENTRE, EMPTY, STRIP, Region, scaled
+from farm.timeline import Counters
 
 
 @dataclass
@@ -81,6 +75,7 @@ class TileResult:
     hist_bins: np.ndarray  # int64 counts n that occur in the tile, ascending
     hist_counts: np.ndarray  # int64 pixels per bin
     kernel_seconds: float  # device time of the kernel (profiling events)
+    counters: tuple[float, ...] = ()  # the worker's running totals (farm.timeline.WORKER_COUNTERS)
 
     @property
     def iterations(self) -> np.ndarray:
@@ -110,10 +105,11 @@ class _Slot:
 class _Launch:
     frame: FramePlan
     tile: Tile
-    kernel_event: cl.Event
+    kernel_event: cl.Event | None  # None: an empty slot, nothing computed
     readbacks: list[cl.Event]
     slot: _Slot
     uploads: tuple[np.ndarray, ...]  # kept alive until the non-blocking uploads are done
+    region: Region  # what the kernel computed, at the tile's top-left
 
 
 def _scalar(fmt: str, value: object) -> np.generic:
@@ -125,16 +121,14 @@ def _scalar(fmt: str, value: object) -> np.generic:
     return np.ascontiguousarray(enc[0]).view(vector)[0]
 
 
-def _recent(cache: collections.OrderedDict, key: int, build: Callable[[], Any],
-            keep: int = 4) -> Any:
-    """cache[key], built on first use; only the ``keep`` most recently used entries stay."""
-    if key in cache:
-        cache.move_to_end(key)
-        return cache[key]
-    value = cache[key] = build()
-    while len(cache) > keep:
-        cache.popitem(last=False)
-    return value
+def channel_options(plan: Plan) -> tuple[str, ...]:
+    """Build options for the plan's channels: -DSAMPLES=N (N > 1), -DDISTANCE."""
+    opts: tuple[str, ...] = ()
+    if plan.samples > 1:
+        opts += (f"-DSAMPLES={plan.samples}",)
+    if plan.spec.render.distance:
+        opts += ("-DDISTANCE",)
+    return opts
 
 
 class TileRenderer:
@@ -143,32 +137,39 @@ class TileRenderer:
     def __init__(self, device: cl.Device, info: DeviceInfo, plan: Plan,
                  config: LaunchConfig | None = None, slots: int = 4,
                  references: References | None = None, skipping: bool = True,
-                 count_steps: bool = False, interior: bool = True):
+                 prep: FramePrep | None = None, interior: bool = True,
+                 count_steps: bool = False):
+        """``prep`` shares per-frame host work with the process's other renderers (made
+        for this one alone when not given). ``skipping`` and ``interior`` (the early
+        stop of pixels attracted to a nucleus' cycle) can be turned off for
+        measurements; ``count_steps`` (benchmarks) adds TileResult.arrays["steps"], the
+        loop passes per pixel of perturbed frames (with the one-pixel loop)."""
         self.info = info
         self.plan = plan
+        self.counters = Counters()  # kernel builds and per-frame preparation, in seconds
         self.config = config or LaunchConfig.for_device(info)
         self.ctx = cl.Context([device])
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        self.options = programs.device_options(device, self.config.local_bins)
+        self.options = programs.device_options(device, self.config.local_bins) + channel_options(plan)
         self.hist_dtype = np.int64 if "-DHIST64" in self.options else np.uint32
         self._kernels: dict[str, cl.Kernel] = {}
         self._slots = [self._new_slot() for _ in range(slots)]
-        if count_steps:
-            for slot in self._slots:
-                npix = plan.grid.tile_w * plan.grid.tile_h
-                slot.steps = cl.Buffer(self.ctx, cl.mem_flags.WRITE_ONLY, 4 * npix)
         self.skipping = skipping
-        self.interior = interior  # pixels attracted to a nucleus' cycle stop early
-        self.count_steps = count_steps  # benchmarks: TileResult.arrays["steps"] (perturbed frames)
+        self.count_steps = count_steps
         self.references = references
         self._orbits: dict[int, cl.Buffer] = {}  # reference index -> its orbit, uploaded once
+        if count_steps:
+            npix = plan.grid.tile_w * plan.grid.tile_h
+            for slot in self._slots:
+                slot.steps = cl.Buffer(self.ctx, cl.mem_flags.WRITE_ONLY, 4 * npix)
         r2 = num.escape_r2(plan.spec.iterations.escape_radius)
         self._r2_args = {fmt: np.float64(r2) if fmt == "perturb" else _scalar(fmt, r2)
                          for fmt in {f.precision for f in plan.frames}}
-        # per-frame state, kept for the last few frames (see _recent)
-        self._axes: collections.OrderedDict[int, tuple[np.ndarray, np.ndarray]] = (
+        # per-frame host state (coordinate axes, or a perturbed frame's arguments),
+        # built ahead of need; the device buffers of the last few frames
+        self._prep = prep or FramePrep(plan, references, skipping, interior=interior)
+        self._device_args: collections.OrderedDict[int, tuple[list, list, list]] = (
             collections.OrderedDict())
-        self._perturbed: collections.OrderedDict[int, list] = collections.OrderedDict()
 
     def _new_slot(self) -> _Slot:
         mf, grid = cl.mem_flags, self.plan.grid
@@ -184,57 +185,75 @@ class TileRenderer:
             pinned.append(buf)
             staging.append(mapped[0])
         outputs = [cl.Buffer(self.ctx, mf.WRITE_ONLY, c.nbytes(npix)) for c in self.plan.channels]
-        return _Slot(cl.Buffer(self.ctx, mf.READ_ONLY, coord * grid.tile_w),
-                     cl.Buffer(self.ctx, mf.READ_ONLY, coord * grid.tile_h), outputs,
+        per_axis = coord * self.plan.samples
+        return _Slot(cl.Buffer(self.ctx, mf.READ_ONLY, per_axis * grid.tile_w),
+                     cl.Buffer(self.ctx, mf.READ_ONLY, per_axis * grid.tile_h), outputs,
                      cl.Buffer(self.ctx, mf.READ_WRITE, 8 * self.plan.bins), staging, pinned)
 
-    # ----------------------------------------------------------------- coordinates
-    def axes(self, frame: FramePlan) -> tuple[np.ndarray, np.ndarray]:
-        """(xs, ys) of the whole frame in its format; the last few frames are kept."""
-        def build() -> tuple[np.ndarray, np.ndarray]:
-            spec = self.plan.spec
-            w, h = spec.size
-            cr, ci = spec.view.center
-            encode = ENCODERS[frame.precision]
-            return (encode(num.axis(cr, frame.spacing, w, 0, w, +1, frame.bits)),
-                    encode(num.axis(ci, frame.spacing, h, 0, h, -1, frame.bits)))
-        return _recent(self._axes, frame.index, build)
+    # ----------------------------------------------------------------- per-frame state
+    def prepare(self, frame: FramePlan) -> concurrent.futures.Future:
+        """Start the frame's host-side preparation (once per process, see
+        :class:`FramePrep`); the worker calls this for the frames of the tiles it has
+        queued, so the host work of a new frame overlaps the kernels of the one before."""
+        return self._prep.prepare(frame)
 
-    def _frame_args(self, frame: FramePlan) -> list:
-        """The per-frame kernel arguments of a perturbed frame, kept for the last few
-        frames: its reference orbit and length (farm/compute/perturbation.py), then
-        after the tile position: the reference offset, the half pixel spacing
-        (mantissa, exponent), the escape radius squared, the frame's skip table (ab,
-        r, offsets buffers, levels; levels 0 when skipping is off) and the pre-check
-        shift."""
-        return _recent(self._perturbed, frame.index, lambda: self._build_frame_args(frame))
+    def _host_state(self, frame: FramePlan) -> Any:
+        """The frame's prepared host state; the wait is the worker's "prep" time."""
+        future = self.prepare(frame)
+        if future.done():
+            return future.result()
+        with self.counters.timing("prep"):
+            return future.result()
+
+    def axes(self, frame: FramePlan) -> tuple[np.ndarray, np.ndarray]:
+        """(xs, ys) of the whole frame in a direct format: every (column, sample) and
+        (row, sample), sample k of column i at i * N + k."""
+        return self._host_state(frame)
 
     def _orbit(self, k: int) -> cl.Buffer:
+        """Reference k's orbit on the device, uploaded on first use."""
         if k not in self._orbits:
-            assert self.references is not None
+            if self.references is None:
+                raise RuntimeError("a perturbed frame needs its reference orbit")
             orbit = np.ascontiguousarray(self.references.refs[k].orbit, dtype=np.float64)
             self._orbits[k] = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                         hostbuf=orbit)
         return self._orbits[k]
 
-    def _build_frame_args(self, frame: FramePlan) -> list:
-        if self.references is None:
-            raise RuntimeError("a perturbed frame needs its reference orbit")
-        pf = perturbed_frame(self.plan, self.references, frame, self.skipping,
-                             interior=self.interior)
-        t = pf.table
-        mf = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
-        orbit = self.references.refs[pf.ref].orbit
-        return [self._orbit(pf.ref), np.uint32(len(orbit)),
-                np.array(pf.ref_off, dtype=np.float64).view(clt.double2)[0],
-                np.float64(pf.h_m), np.int32(pf.h_e), self._r2_args["perturb"],
-                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.coef, dtype=np.float64)),
-                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.radius, dtype=np.float64)),
-                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.offsets, dtype=np.uint32)),
-                np.uint32(t.levels), np.uint32(t.shift),
-                np.array([pf.lam[0].real, pf.lam[0].imag]).view(clt.double2)[0], np.int32(pf.lam[1])]
+    def _frame_args(self, frame: FramePlan) -> tuple[list, list, list]:
+        """The per-frame kernel arguments of a perturbed frame, in three parts around
+        the tile's position (kernels/perturb.cl): (orbit, length), (reference offset,
+        half pixel spacing as mantissa and exponent: the flat tile's), then the escape
+        radius squared, the skip table (maps, radii, offsets buffers, levels, pre-check
+        shift; levels 0 when skipping is off) and lambda' of a nucleus reference. The
+        device buffers are made once per renderer and frame."""
+        args = self._device_args.get(frame.index)
+        if args is None:
+            pf: PerturbedFrame = self._host_state(frame)
+            t = pf.table
+            mf = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+            assert self.references is not None
+            head = [self._orbit(pf.ref), np.uint32(len(self.references.refs[pf.ref].orbit))]
+            flat = [np.array(pf.ref_off, dtype=np.float64).view(clt.double2)[0],
+                    np.float64(pf.h_m), np.int32(pf.h_e)]
+            tail = [self._r2_args["perturb"],
+                    cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.coef, dtype=np.float64)),
+                    cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.radius, dtype=np.float64)),
+                    cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.offsets, dtype=np.uint32)),
+                    np.uint32(t.levels), np.uint32(t.shift),
+                    np.array([pf.lam[0].real, pf.lam[0].imag]).view(clt.double2)[0],
+                    np.int32(pf.lam[1])]
+            args = self._device_args[frame.index] = (head, flat, tail)
+            while len(self._device_args) > FramePrep.KEEP:
+                self._device_args.popitem(last=False)
+        return args
 
     # ----------------------------------------------------------------- launches
+    def _polar(self, frame: FramePlan) -> bool:
+        """Whether ``frame`` is an expmap strip segment (polar tiles)."""
+        layout = self.plan.layout
+        return layout is not None and layout.units[frame.index].kind != CENTRE
+
     def _lanes(self, frame: FramePlan) -> int:
         """Pixels in flight per work-item for this frame (1: one at a time)."""
         if (frame.precision != "perturb" or self.count_steps
@@ -248,6 +267,8 @@ class TileRenderer:
         extra: tuple[str, ...] = ()
         if fmt == "perturb" and frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10:
             extra = ("-DPERTURB_FX",)
+        if self._polar(frame):
+            extra += ("-DPOLAR",)
         if fmt == "perturb" and self.count_steps:
             extra += ("-DPERTURB_STEPS",)
         if self._lanes(frame) > 1:
@@ -257,25 +278,56 @@ class TileRenderer:
             extra += (f"-DBLA_MIN_LEVEL={self.config.min_skip_level}",)
         key = fmt + "".join(extra)
         if key not in self._kernels:
-            prg = programs.build(self.ctx, sources, self.options + extra)
-            self._kernels[key] = cl.Kernel(prg, "mandel")
+            with self.counters.timing("build"):
+                prg = programs.build(self.ctx, sources, self.options + extra)
+                self._kernels[key] = cl.Kernel(prg, "mandel")
         return self._kernels[key]
 
-    def _format_args(self, frame: FramePlan, tile: Tile, slot: _Slot) -> tuple[list, list, tuple]:
-        """(leading kernel arguments, upload events, host arrays to keep) of a launch."""
+    def region(self, frame: FramePlan, tile: Tile) -> Region:
+        """What the kernel computes of ``tile``: all of it, or an expmap unit's region."""
+        if self.plan.layout is None:
+            return Region("tile", tile.width, tile.height, tile.x0, tile.y0)
+        return self.plan.layout.region(frame.index, tile.index)
+
+    def _format_args(self, frame: FramePlan, region: Region, slot: _Slot) -> tuple[list, list, tuple]:
+        """(leading kernel arguments, upload events, host arrays to keep) of a launch
+        that computes ``region`` (a frame's tile, or an expmap unit's region)."""
+        if self.plan.layout is not None and region.kind == STRIP:
+            return self._polar_args(frame, region, slot)
+        size = self.plan.spec.size
+        if region.kind == CENTRE:
+            size = self.plan.layout.geom.centre_size  # type: ignore[union-attr]
         if frame.precision == "perturb":
-            w, h = self.plan.spec.size
-            fa = self._frame_args(frame)
-            args = [*fa[:2], np.int32(2 * tile.x0 + 1 - w), np.int32(2 * tile.y0 + 1 - h), *fa[2:]]
-            if self.count_steps:
-                args += [slot.steps, np.uint32(tile.width)]
+            w, h = size
+            head, flat, tail = self._frame_args(frame)
+            args = [*head, np.int32(2 * region.x0 + 1 - w), np.int32(2 * region.y0 + 1 - h),
+                    *flat, *tail, *self._steps_args(slot, region)]
             return args, [], ()
         xs, ys = self.axes(frame)
-        xs_t = np.ascontiguousarray(xs[tile.x0:tile.x0 + tile.width])
-        ys_t = np.ascontiguousarray(ys[tile.y0:tile.y0 + tile.height])
+        n = self.plan.samples
+        xs_t = np.ascontiguousarray(xs[region.x0 * n:(region.x0 + region.width) * n])
+        ys_t = np.ascontiguousarray(ys[region.y0 * n:(region.y0 + region.height) * n])
         uploads = [cl.enqueue_copy(self.queue, slot.xs, xs_t, is_blocking=False),
                    cl.enqueue_copy(self.queue, slot.ys, ys_t, is_blocking=False)]
-        return [slot.xs, slot.ys, self._r2_args[frame.precision]], uploads, (xs_t, ys_t)
+        args = [slot.xs, slot.ys, self._r2_args[frame.precision]]
+        if self.plan.spec.render.distance:  # the pixel spacing: the derivative's unit
+            args.append(np.float64(float(frame.spacing)))
+        return args, uploads, (xs_t, ys_t)
+
+    def _polar_args(self, frame: FramePlan, region: Region, slot: _Slot) -> tuple[list, list, tuple]:
+        """A polar tile's arguments (kernels/perturb.cl with -DPOLAR): row radii
+        mantissas and their exponent, column (cos, sin), then the unit's r2 and skip
+        tables (the frame arguments without the half pixel spacing)."""
+        rho_m, rho_e, cis = polar_offsets(self.plan, region)
+        uploads = [cl.enqueue_copy(self.queue, slot.ys, rho_m, is_blocking=False),
+                   cl.enqueue_copy(self.queue, slot.xs, cis, is_blocking=False)]
+        head, _, tail = self._frame_args(frame)
+        args = [*head, slot.ys, np.int32(rho_e), slot.xs, *tail, *self._steps_args(slot, region)]
+        return args, uploads, (rho_m, cis)
+
+    def _steps_args(self, slot: _Slot, region: Region) -> list:
+        """The loop-pass counts' output and row length (count_steps only)."""
+        return [slot.steps, np.uint32(region.width)] if self.count_steps else []
 
     def launch(self, frame: FramePlan, tile: Tile) -> _Launch:
         slot = next((s for s in self._slots if not s.busy), None)
@@ -283,17 +335,20 @@ class TileRenderer:
             raise RuntimeError(f"more than {len(self._slots)} launches in flight")
         slot.busy = True
         try:
-            npix = tile.pixels
+            region = self.region(frame, tile)
             q = self.queue
+            if region.kind == EMPTY:  # filler only: nothing to compute
+                return _Launch(frame, tile, None, [cl.enqueue_marker(q)], slot, (), region)
+            npix = region.pixels
             hist_bytes = frame.bins * np.dtype(self.hist_dtype).itemsize
-            args, uploads, keep = self._format_args(frame, tile, slot)
+            args, uploads, keep = self._format_args(frame, region, slot)
             uploads.append(cl.enqueue_fill_buffer(q, slot.hist, np.zeros(1, self.hist_dtype), 0, hist_bytes))
 
             local = self.config.local_size
             cap = self.config.groups_per_unit * self.info.compute_units * local
-            work = -(-npix // self._lanes(frame))
+            work = -(-npix // self._lanes(frame))  # work-items needed
             global_size = min(-(-work // local) * local, cap)
-            kev = self._kernel(frame)(q, (global_size,), (local,), *args, np.uint32(tile.width),
+            kev = self._kernel(frame)(q, (global_size,), (local,), *args, np.uint32(region.width),
                                       np.uint32(npix), np.uint32(frame.max_iter),
                                       *slot.outputs, slot.hist, wait_for=uploads)
             readbacks = [cl.enqueue_copy(q, stage[:npix * c.depth], buf, is_blocking=False)
@@ -302,7 +357,7 @@ class TileRenderer:
             readbacks.append(cl.enqueue_copy(q, slot.staging[-1][:frame.bins], slot.hist,
                                              is_blocking=False))
             q.flush()
-            return _Launch(frame, tile, kev, readbacks, slot, keep)
+            return _Launch(frame, tile, kev, readbacks, slot, keep, region)
         except BaseException:  # nothing was launched: the slot is free again
             slot.busy = False
             raise
@@ -313,30 +368,136 @@ class TileRenderer:
         return all(e.command_execution_status == complete for e in launch.readbacks)
 
     def finish(self, launch: _Launch) -> TileResult:
-        """Wait for the readbacks, copy the tile out of the staging arrays, free the slot."""
-        slot, tile, npix = launch.slot, launch.tile, launch.tile.pixels
+        """Wait for the readbacks, copy the tile out of the staging arrays, free the slot.
+
+        A region smaller than the tile is placed at its top-left and the rest filled
+        with zeros, which the tile's histogram counts as count 0."""
+        slot, tile, region = launch.slot, launch.tile, launch.region
+        npix = region.pixels
         try:
             cl.wait_for_events(launch.readbacks)
         except BaseException:
             slot.busy = False
             raise
-        arrays = {c.name: stage[:npix * c.depth].reshape(c.shape(tile.height, tile.width)).copy()
-                  for c, stage in zip(self.plan.channels, slot.staging, strict=False)}
-        if slot.steps is not None and launch.frame.precision == "perturb":
+        arrays = {}
+        for c, stage in zip(self.plan.channels, slot.staging, strict=False):
+            block = stage[:npix * c.depth].reshape(c.shape(region.height, region.width))
+            if (region.height, region.width) == (tile.height, tile.width):
+                arrays[c.name] = block.copy()
+            else:
+                arrays[c.name] = np.zeros(c.shape(tile.height, tile.width), c.dtype)
+                arrays[c.name][:region.height, :region.width] = block
+        if slot.steps is not None and launch.kernel_event is not None and \
+                launch.frame.precision == "perturb":
             steps = np.empty(npix, np.uint32)
             cl.enqueue_copy(self.queue, steps, slot.steps, is_blocking=True)
-            arrays["steps"] = steps.reshape(tile.height, tile.width)
-        hist = slot.staging[-1][:launch.frame.bins]
+            arrays["steps"] = steps.reshape(region.height, region.width)
+        hist = np.zeros(launch.frame.bins, np.int64)
+        if launch.kernel_event is not None:
+            hist[:] = slot.staging[-1][:launch.frame.bins]
+        hist[0] += tile.pixels - npix
         bins = np.flatnonzero(hist)
-        counts = hist[bins].astype(np.int64)
+        counts = hist[bins]
         slot.busy = False
         kev = launch.kernel_event
-        seconds = (kev.profile.end - kev.profile.start) * 1e-9
+        seconds = 0.0 if kev is None else (kev.profile.end - kev.profile.start) * 1e-9
         return TileResult(launch.frame.index, tile.index, arrays, bins.astype(np.int64), counts,
-                          seconds)
+                          seconds, self.counters.values())
 
     def render(self, frame: FramePlan, tile: Tile) -> TileResult:
         return self.finish(self.launch(frame, tile))
+
+
+class FramePrep:
+    """Per-frame host work: coordinate axes (direct formats) or the half spacing and skip
+    table (perturbation), built once per frame on threads of their own (one per worker:
+    with two GPUs frames are used twice as fast) and shared by every renderer of the
+    process, the ``KEEP`` most recent frames kept. Thread-safe."""
+
+    KEEP = 8
+
+    def __init__(self, plan: Plan, references: References | None, skipping: bool = True,
+                 threads: int = 1, interior: bool = True):
+        self.plan, self.references, self.skipping = plan, references, skipping
+        self.interior = interior
+        self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="farm-prep")
+        self._lock = threading.Lock()
+        self._states: collections.OrderedDict[int, concurrent.futures.Future] = (
+            collections.OrderedDict())
+
+    def prepare(self, frame: FramePlan) -> concurrent.futures.Future:
+        with self._lock:
+            future = self._states.get(frame.index)
+            if future is None:
+                future = self._states[frame.index] = self._pool.submit(self._build, frame)
+                while len(self._states) > self.KEEP:
+                    self._states.popitem(last=False)
+            else:
+                self._states.move_to_end(frame.index)
+            return future
+
+    def _build(self, frame: FramePlan) -> Any:
+        if self.plan.layout is not None:
+            return self._unit(frame)
+        if frame.precision == "perturb":
+            return self._perturbation(frame)
+        return self._axes(frame)
+
+    def _unit(self, unit: FramePlan) -> Any:
+        """An expmap unit's state: a segment's skip table (its |dc| reaches its outer
+        radius; its h_m, h_e are not used), or the centre image's perturbation state or
+        coordinate axes."""
+        layout = self.plan.layout
+        assert layout is not None
+        if layout.units[unit.index].kind != CENTRE:
+            radius = scaled(self.plan.s_min, layout.radius_log2(unit.index))
+            return self._perturbation(unit, num.log10(radius) * math.log2(10))
+        if unit.precision == "perturb":
+            return self._perturbation(unit)
+        return self._axes(unit, layout.geom.centre_size)
+
+    def _axes(self, frame: FramePlan,
+              size: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        spec = self.plan.spec
+        w, h = size or spec.size
+        cr, ci = spec.view.center
+        fmt = frame.precision
+        if self.plan.samples == 1:
+            return (encode_exact(fmt, *exact_axis(cr, frame.spacing, w, +1, frame.bits)),
+                    encode_exact(fmt, *exact_axis(ci, frame.spacing, h, -1, frame.bits)))
+        offs = sample_pattern.offsets(self.plan.samples)  # (x right, y down) in 2^-16 px
+        return (sample_axis(cr, frame.spacing, w, [o[0] for o in offs], +1, frame.bits, fmt),
+                sample_axis(ci, frame.spacing, h, [o[1] for o in offs], -1, frame.bits, fmt))
+
+    def _perturbation(self, frame: FramePlan, log2_dc_max: float | None = None) -> PerturbedFrame:
+        """A perturbed frame's arguments (farm/compute/perturbation.py); ``log2_dc_max``
+        bounds |dc| (default: from the frame's size and its reference's offset)."""
+        if self.references is None:
+            raise RuntimeError("a perturbed frame needs its reference orbit")
+        return perturbed_frame(self.plan, self.references, frame, self.skipping,
+                               interior=self.interior, log2_dc_max=log2_dc_max)
+
+
+def polar_offsets(plan: Plan, region: Region) -> tuple[np.ndarray, int, np.ndarray]:
+    """A polar tile's pixel offsets from the zoom centre (kernels/perturb.cl, -DPOLAR):
+    pixel (col, row) of ``region`` is strip sample (g, i) = (y0 + row, x0 + col) at
+    ``dc = s_min 2**L_g (cos theta_i + i sin theta_i)`` (farm/plan/expmap.py) =
+    ``rho_m[row] 2**rho_e (cis[col, 0] + i cis[col, 1])``.
+
+    Returns ``rho_m`` float64 (height,) in [0.5, 4), ``rho_e`` the shared exponent
+    (any size: below 2**-1022 the kernel forms dc in floatexp), ``cis`` float64
+    (width, 2). L_g is computed with the geometry's own expression (so the samples sit
+    where the synthesis reads them); s_min's mantissa is rounded once to a double."""
+    assert plan.layout is not None
+    geom = plan.layout.geom
+    m, e = num.frexp(plan.s_min)
+    g = np.arange(region.y0, region.y0 + region.height, dtype=np.float64)
+    big_l = geom.l_base + (g + 0.5) / geom.rows_per_octave
+    whole = math.floor(big_l[0])
+    rho_m = np.ascontiguousarray(m * np.exp2(big_l - whole))
+    theta = TWO_PI * (np.arange(region.x0, region.x0 + region.width, dtype=np.float64) + 0.5) / geom.angles
+    cis = np.ascontiguousarray(np.stack([np.cos(theta), np.sin(theta)], axis=1))
+    return rho_m, e + whole, cis
 
 
 def wait_any(launch: _Launch, poll: float = 0.0002, deadline: float | None = None) -> bool:

@@ -1,125 +1,142 @@
-"""Frames out of the store: PNG files, and an H.264 video through ffmpeg.
+"""Frames out of the store: a video through ffmpeg, PNG files, or a still.
 
-Colouring reads only the store (:mod:`farm.color`). The video is ``yuv420p``
-H.264 in MP4, which plays everywhere; yuv420p needs even dimensions, so an odd
-width or height loses its last column or row. ffmpeg is the one on ``PATH``, else
-the binary that the ``imageio-ffmpeg`` wheel carries. ffmpeg-python is imported
-only when a video is written (the GPU machines of some clusters have no ffmpeg).
+Everything goes through one :class:`~farm.encode.sink.FrameSink`: ``farm encode`` and
+``farm frames`` hand it every frame of a finished store at once; a render hands it
+each frame as its tiles complete (:func:`open_video_sink`). Colour and output settings
+are always passed explicitly (the job's, or overrides), never taken from the spec
+stored in the store, so a store is recoloured without rendering again.
+
+A job of one frame (a still) has no video: its frame is written as a PNG at
+``output.video`` with the suffix ``.png`` (:func:`still_path`).
 """
 
 from __future__ import annotations
 
-import contextlib
+import os
 import re
-import shutil
 import subprocess
-import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from farm.color import colorize, smoothed_cdfs
-from farm.errors import UsageError
-from farm.progress import Progress
+from farm import spec as specmod
+from farm.color.methods import Style
+from farm.encode.ffmpeg import EncodeError, VideoSettings, ffmpeg_binary, partial_path
+from farm.encode.outputs import Output, PngOutput, StillOutput, VideoOutput, png_name
+from farm.encode.sink import Colourer, FrameSink
+from farm.errors import StoreError, UsageError
 from farm.store.reader import Store
 
-
-def ffmpeg_binary() -> str:
-    found = shutil.which("ffmpeg")
-    if found:
-        return found
-    try:
-        import imageio_ffmpeg
-    except ImportError:
-        raise UsageError("no ffmpeg on PATH and imageio-ffmpeg is not installed") from None
-    return imageio_ffmpeg.get_ffmpeg_exe()
+__all__ = ["EncodeError", "FrameSink", "VideoSettings", "check_complete", "check_output", "check_video",
+           "encode_video", "ffmpeg_binary", "open_video_sink", "partial_path", "png_name", "probe",
+           "still_path", "write_frames"]
 
 
-def colored_frames(store: Store) -> Iterator[np.ndarray]:
-    """RGB ``(H, W, 3)`` uint8 of every frame, in order. Needs a complete store."""
-    missing = np.flatnonzero(~store.frame_done())
-    if len(missing):
-        raise UsageError(f"store {store.path}: {len(missing)} frame(s) not rendered yet "
+def still_path(video: str | os.PathLike[str]) -> Path:
+    """Where a one-frame job's picture goes: the video path with ``.png``."""
+    return Path(video).with_suffix(".png")
+
+
+def check_output(path: str | os.PathLike[str], field: str, directory: bool = False) -> None:
+    """SpecError (one line, naming ``field``) unless ``path`` can be written: a file
+    (``directory=False``) or a directory to create or fill. Creates nothing (see
+    :func:`farm.spec.check_writable`: it probes with a hidden file, so read-only mounts
+    and /proc answer too)."""
+    if directory:
+        specmod.check_directory(path, field)
+    else:
+        specmod.check_writable(path, field)
+
+
+def check_complete(store: Store, frames: Iterable[int], smoothing: int) -> None:
+    """StoreError unless ``frames`` and the frames their colouring windows need are
+    rendered."""
+    done = store.frame_done()
+    need = {g for f in frames for g in range(max(0, f - smoothing), min(store.frames, f + smoothing + 1))}
+    missing = sorted(g for g in need if not done[g])
+    if missing:
+        raise StoreError(f"store {store.path}: {len(missing)} frame(s) not rendered yet "
                          f"(first: {missing[0]}); run `farm resume {store.path}`")
-    color = store.spec.color
-    cdfs = smoothed_cdfs(store.histogram, store.frames, color.smoothing)
-    for f, frame_cdf in enumerate(cdfs):
-        yield colorize(store.iterations(f), store.fraction(f), frame_cdf, color.palette, color.cycles)
 
 
-def write_pngs(store: Store, out_dir: str | Path, progress: bool = True) -> list[Path]:
-    from PIL import Image
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    bar = Progress(store.frames, "frames", unit="frames") if progress else None
-    paths = []
-    for f, rgb in enumerate(colored_frames(store)):
-        path = out / f"frame_{f:05d}.png"
-        Image.fromarray(rgb).save(path)
-        paths.append(path)
-        if bar:
-            bar.advance()
-    return paths
+def _output_for(video: VideoSettings, frames: int, size: tuple[int, int]) -> Output:
+    if frames == 1:
+        return StillOutput(still_path(video.path))
+    return VideoOutput(video, *size)
 
 
-def encode_video(store: Store, video: str | Path, fps: int | None = None, crf: int | None = None,
-                 progress: bool = True) -> Path:
-    """Write ``video`` (MP4, H.264, yuv420p) from a complete store."""
-    import ffmpeg
+def check_video(store_path: str | os.PathLike[str], color, video: str | os.PathLike[str]) -> Style:
+    """SpecError (``color.palette``, ``output.video``) unless the store's frames can be
+    coloured with ``color`` into ``video`` (a still: its PNG); returns the style."""
+    style = Style.from_settings(color)
+    with Store(store_path) as store:
+        frames = store.frames
+    check_output(still_path(video) if frames == 1 else video, "output.video")
+    return style
 
-    spec = store.spec
-    fps = fps or spec.animation.fps
-    crf = spec.output.crf if crf is None else crf
-    w, h = spec.size
-    ew, eh = w - w % 2, h - h % 2
-    if ew == 0 or eh == 0:
-        raise UsageError(f"image.size {w}x{h}: a video needs at least 2x2 pixels")
-    video = Path(video)
-    video.parent.mkdir(parents=True, exist_ok=True)
-    tmp = video.with_name(f".{video.stem}.partial{video.suffix}")
-    proc = (
-        ffmpeg.input("pipe:", format="rawvideo", pix_fmt="rgb24", s=f"{ew}x{eh}", framerate=fps)
-        .output(str(tmp), vcodec="libx264", pix_fmt="yuv420p", crf=crf, movflags="+faststart")
-        .overwrite_output()
-        .global_args("-hide_banner", "-loglevel", "error")
-        .run_async(pipe_stdin=True, pipe_stderr=True, cmd=ffmpeg_binary())
-    )
-    errors: list[bytes] = []
-    drain = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)
-    drain.start()  # ffmpeg blocks if nobody reads its stderr
-    bar = Progress(store.frames, "encode", unit="frames") if progress else None
+
+def open_video_sink(store_path: str | os.PathLike[str], color, video: VideoSettings, *,
+                    progress: bool = False, colourer: Colourer | None = None) -> FrameSink:
+    """A sink that colours the store's frames with ``color`` (a :class:`farm.spec.Color`)
+    into ``video`` (a still: a PNG, :func:`still_path`) as they complete. The store must
+    exist. Raises SpecError (``color.palette``, ``output.video``) before writing
+    anything when the palette or the video path cannot be used."""
+    style = check_video(store_path, color, video.path)
+    with Store(store_path) as store:
+        frames, size = store.frames, store.spec.size
+    output = _output_for(video, frames, size)
+    return FrameSink(store_path, output, style, color.smoothing, progress=progress, colourer=colourer)
+
+
+def _run(sink: FrameSink, complete: Iterable[int]) -> Path:
+    """Tell ``sink`` which frames are complete (all of a finished store's), wait for it."""
     try:
-        for rgb in colored_frames(store):
-            proc.stdin.write(np.ascontiguousarray(rgb[:eh, :ew]).tobytes())
-            if bar:
-                bar.advance()
-    except BrokenPipeError:
-        pass  # ffmpeg died; its message is below
+        for f in complete:
+            sink.frame_complete(int(f))
+        return sink.finish()
     except BaseException:
-        proc.kill()
+        sink.abort()
         raise
-    finally:
-        if proc.stdin and not proc.stdin.closed:
-            with contextlib.suppress(BrokenPipeError):
-                proc.stdin.close()
-        proc.wait()
-        drain.join()
-    if proc.returncode != 0:
-        text = b"".join(errors).decode(errors="replace").strip()
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"ffmpeg failed ({proc.returncode}): {text.splitlines()[-1] if text else ''}")
-    tmp.replace(video)
-    return video
 
 
-def probe(video: str | Path) -> tuple[int, int, int]:
+def encode_video(store_path: str | os.PathLike[str], color, video: VideoSettings,
+                 progress: bool = True, colourer: Colourer | None = None) -> Path:
+    """Colour every frame of a finished store into ``video`` (a still: a PNG)."""
+    with Store(store_path) as store:
+        check_complete(store, range(store.frames), color.smoothing)
+        frames = store.frames
+    sink = open_video_sink(store_path, color, video, progress=progress, colourer=colourer)
+    return _run(sink, range(frames))
+
+
+def write_frames(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], color,
+                 frames: Sequence[int] | None = None, progress: bool = True,
+                 colourer: Colourer | None = None) -> list[Path]:
+    """PNG files ``out_dir/frame_NNNNN.png`` of ``frames`` (default all) of a store
+    whose frames (and their colouring windows) are rendered."""
+    style = Style.from_settings(color)
+    with Store(store_path) as store:
+        chosen = list(range(store.frames)) if frames is None else sorted(set(frames))
+        check_complete(store, chosen, color.smoothing)
+        complete = np.flatnonzero(store.frame_done())
+    check_output(out_dir, "--out", directory=True)
+    try:
+        output = PngOutput(Path(out_dir))
+    except OSError as err:
+        raise UsageError(f"--out: cannot create {out_dir}: {err.strerror or err}") from None
+    sink = FrameSink(store_path, output, style, color.smoothing, chosen, progress=progress,
+                     colourer=colourer)
+    out = _run(sink, complete)
+    return [out / png_name(f) for f in chosen]
+
+
+def probe(video: str | os.PathLike[str]) -> tuple[int, int, int]:
     """(frames, width, height) of a video's first stream, by decoding it with ffmpeg."""
     cmd = [ffmpeg_binary(), "-hide_banner", "-i", str(video), "-map", "0:v:0", "-f", "null", "-"]
     text = subprocess.run(cmd, capture_output=True, text=True, check=False).stderr
     size = re.search(r"Video:.*?, (\d+)x(\d+)", text)
-    frames = re.findall(r"frame=\s*(\d+)", text)
-    if not size or not frames:
+    counts = re.findall(r"frame=\s*(\d+)", text)
+    if not size or not counts:
         raise UsageError(f"cannot probe {video}: {text.strip().splitlines()[-1] if text else ''}")
-    return int(frames[-1]), int(size.group(1)), int(size.group(2))
+    return int(counts[-1]), int(size.group(1)), int(size.group(2))

@@ -2,6 +2,14 @@
 
 The plan is a pure function of the spec; the master computes it once and hands it
 to every worker, so all ranks agree on every number.
+
+``Plan.frames`` are what the farm renders, tile by tile, and what the store's first
+axis holds. With ``[animation] method = "frames"`` they are the video frames. With
+``"expmap"`` they are render *units* (strip segments and centre-image pieces of an
+exponential map, :mod:`farm.plan.units`), each with its iteration limit, format and
+precision like a frame; ``Plan.video_frames`` are then the video frames, synthesised
+from the units (:mod:`farm.synth`), and ``Plan.layout`` says what every unit's tiles
+compute and which units each video frame reads.
 """
 
 from __future__ import annotations
@@ -10,16 +18,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import farm.numerics as num
 from farm.errors import SpecError
 from farm.plan import precision
-from farm.plan.channels import BASE, Channel
+from farm.plan.channels import Channel, channels_for
 from farm.plan.references import References
 from farm.plan.references import select as select_references
 from farm.plan.tiles import Tile, TileGrid
+from farm.plan.units import ExpmapLayout
 from farm.spec import JobSpec, canonical_text, parse_text
 
-__all__ = ["Channel", "FramePlan", "Plan", "Tile", "TileGrid", "auto_max_iter", "make_plan"]
+__all__ = ["Channel", "ExpmapLayout", "FramePlan", "Plan", "Tile", "TileGrid", "auto_max_iter",
+           "make_plan"]
 
 
 def auto_max_iter(log10_zoom: float) -> int:
@@ -54,8 +63,64 @@ class FramePlan:
 @dataclass(frozen=True)
 class Plan:
     spec: JobSpec
-    frames: tuple[FramePlan, ...]
-    grid: TileGrid
+    frames: tuple[FramePlan, ...]  # what is rendered: video frames, or expmap units
+    grid: TileGrid  # tiles of one frame (or unit)
+    video: tuple[FramePlan, ...] = ()  # expmap: the video frames (synthesised)
+    layout: ExpmapLayout | None = None  # expmap: units, their tiles, what each frame reads
+
+    @property
+    def method(self) -> str:
+        return self.spec.animation.method
+
+    @property
+    def video_frames(self) -> tuple[FramePlan, ...]:
+        """The frames of the video (their widths, spacings and iteration limits)."""
+        return self.video if self.layout is not None else self.frames
+
+    def frames_ready(self, done: Any) -> Any:
+        """Video frames (int64 indices, ascending) whose data is complete, given ``done``
+        bool (len(frames),): which rendered frames (or expmap units) are complete, as
+        the store's ``frame_done``. For the frames method they are the same frames."""
+        import numpy as np
+
+        if self.layout is None:
+            return np.flatnonzero(np.asarray(done, dtype=bool))
+        return self.layout.frames_ready(done)
+
+    def frame_notifier(self, done: Any, notify: Callable[[int], None]) -> Callable[[int], None]:
+        """The master's callback for completed frames (or expmap units): it calls
+        ``notify(f)`` for each video frame that becomes ready. ``done``: what was
+        complete before (frames_ready(done) are taken as told). Frames method: notify."""
+        if self.layout is None:
+            return notify
+        from farm.plan.units import ReadyFrames
+
+        return ReadyFrames(self.layout, done, notify)
+
+    def unit_pixels(self, u: int) -> int:
+        """Pixels that rendering frame (or unit) u computes."""
+        if self.layout is None:
+            return self.grid.width * self.grid.height
+        return self.layout.unit_pixels(u)
+
+    @property
+    def pixels(self) -> int:
+        """Pixels the whole render computes."""
+        if self.layout is None:
+            return len(self.frames) * self.grid.width * self.grid.height
+        return sum(self.unit_pixels(u) for u in range(len(self.frames)))
+
+    @property
+    def frame_pixels(self) -> int:
+        """Pixels the frames method computes for the same zoom (F W H)."""
+        w, h = self.spec.size
+        return len(self.video_frames) * w * h
+
+    @property
+    def s_min(self) -> Any:
+        """The deepest video frame's pixel spacing (mpmath mpf): the unit of the
+        exponential map's radii."""
+        return min(self.video_frames, key=lambda f: f.width).spacing
 
     @property
     def bins(self) -> int:
@@ -65,8 +130,14 @@ class Plan:
     @property
     def channels(self) -> tuple[Channel, ...]:
         """The per-pixel channels every tile carries, in kernel-argument and message
-        order (farm.plan.channels)."""
-        return BASE
+        order (farm.plan.channels): iterations and fraction, then the distance estimate
+        and the extra samples when the spec asks for them."""
+        return channels_for(self.spec.image.samples, self.spec.render.distance)
+
+    @property
+    def samples(self) -> int:
+        """Samples per pixel (farm/plan/samples.py); sample 0 is the pixel centre."""
+        return self.spec.image.samples
 
     @property
     def perturbed(self) -> list[FramePlan]:
@@ -91,9 +162,9 @@ class Plan:
         return len(self.frames) * self.grid.count
 
     def work_bound(self) -> int:
-        """Iterations if every pixel ran to its frame's max_iter (an upper bound)."""
-        w, h = self.spec.size
-        return sum(w * h * f.max_iter for f in self.frames)
+        """Iterations if every sample of every pixel ran to its frame's max_iter (an upper
+        bound)."""
+        return sum(self.unit_pixels(u) * self.samples * f.max_iter for u, f in enumerate(self.frames))
 
     def __reduce__(self):
         """Pickle as what the plan is a function of: the spec and each frame's choices.
@@ -101,11 +172,12 @@ class Plan:
         mpmath numbers do not survive pickling (unpickling rounds them to the receiving
         process's working precision, 53 bits), so MPI workers rebuild the frames."""
         stored = [(f.max_iter, f.precision) for f in self.frames]
-        return (_rebuild, (canonical_text(self.spec), stored))
+        video = [f.max_iter for f in self.video] if self.layout is not None else None
+        return (_rebuild, (canonical_text(self.spec), stored, video))
 
 
-def _rebuild(spec_text: str, stored: list[tuple[int, str]]) -> Plan:
-    return make_plan(parse_text(spec_text), stored=stored)
+def _rebuild(spec_text: str, stored: list[tuple[int, str]], video: list[int] | None = None) -> Plan:
+    return make_plan(parse_text(spec_text), stored=stored, stored_video=video)
 
 
 def _frame_precision(requested: str, k: int, log10_s: float) -> str:
@@ -128,13 +200,47 @@ def _frame_precision(requested: str, k: int, log10_s: float) -> str:
     return requested
 
 
-def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None) -> Plan:
-    """Frames with log-interpolated widths, their iteration limits and formats.
+def _check_perturbed_channels(spec: JobSpec, frames: list[FramePlan]) -> None:
+    """Perturbation does not yet carry samples or the derivative (issue 12, second phase)."""
+    perturbed = [f.index for f in frames if f.precision == "perturb"]
+    if not perturbed:
+        return
+    what = [("image.samples", spec.image.samples > 1, "samples > 1"),
+            ("render.distance", spec.render.distance, "distance = true")]
+    for field, asked, text in what:
+        if asked:
+            raise SpecError(field, f"{text} is not yet available for perturbed frames (frame "
+                                   f"{perturbed[0]} is perturbed); use a direct format "
+                                   "(render.precision = f64, fp128 or quad-single) or leave it out")
 
-    ``stored`` gives (max_iter, precision) per frame as a store recorded them; they
-    are kept as they are, so a store resumes with the choices it was started with.
+
+def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None,
+              stored_video: Sequence[int] | None = None) -> Plan:
+    """Frames with log-interpolated widths, their iteration limits and formats (and,
+    for the expmap method, the units that render them: :mod:`farm.plan.units`).
+
+    ``stored`` gives (max_iter, precision) per rendered frame (or unit) as a store
+    recorded them, ``stored_video`` the expmap video frames' max_iter; they are kept
+    as they are, so a store resumes with the choices it was started with.
     """
+    if spec.animation.method == "expmap":
+        from farm.plan.units import expmap_plan
+
+        return expmap_plan(spec, _frames(spec, None, stored_video), stored)
+    frames = _frames(spec, stored, None)
+    _check_perturbed_channels(spec, frames)
     w_px, h_px = spec.size
+    tile = spec.render.tile
+    grid = TileGrid.auto(w_px, h_px) if tile == "auto" else TileGrid.fitted(w_px, h_px, *tile)
+    return Plan(spec, tuple(frames), grid)
+
+
+def _frames(spec: JobSpec, stored: Sequence[tuple[int, str]] | None,
+            stored_max_iter: Sequence[int] | None) -> list[FramePlan]:
+    """The video frames: widths, spacings, iteration limits and (direct-render) formats."""
+    import farm.numerics as num  # here, not above: reading a store needs no mpmath
+
+    w_px = spec.size[0]
     frames = []
     for k in range(spec.frames):
         width = num.frame_width(*spec.view.width, k, spec.frames)
@@ -144,11 +250,13 @@ def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None) ->
         if stored is not None:
             max_iter, fmt = stored[k]
         else:
-            if spec.iterations.max == "auto":
+            if stored_max_iter is not None:
+                max_iter = int(stored_max_iter[k])
+            elif spec.iterations.max == "auto":
                 max_iter = auto_max_iter(num.log10(4 / width))
             else:
                 max_iter = int(spec.iterations.max)
             fmt = _frame_precision(spec.render.precision, k, log10_s)
         frames.append(FramePlan(k, width, spacing, log10_s, max_iter, fmt,
                                 num.coordinate_bits(spacing)))
-    return Plan(spec, tuple(frames), TileGrid.fitted(w_px, h_px, *spec.render.tile))
+    return frames

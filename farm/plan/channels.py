@@ -35,3 +35,15 @@ class Channel:
 ITERATIONS = Channel("iterations", "<u4")  # escape count, 0: interior
 FRACTION = Channel("fraction", "<f4")  # smooth offset d: continuous escape time n + d
 BASE = (ITERATIONS, FRACTION)
+DISTANCE = Channel("distance", "<c8")  # distance estimate DEX + i DEY in pixels (kernels/mandel.cl)
+
+
+def channels_for(samples: int, distance: bool) -> tuple[Channel, ...]:
+    """The channels of a render with ``samples`` per pixel, with or without the distance
+    estimate, in kernel-argument order: iterations, fraction, [distance], then for
+    samples 1..N-1 (sample 0, the pixel centre, is the base channels) samples/iterations,
+    samples/fraction, [samples/distance], each of depth N - 1."""
+    out = [*BASE, DISTANCE] if distance else list(BASE)
+    if samples > 1:
+        out += [Channel("samples/" + c.name, c.dtype, samples - 1) for c in out]
+    return tuple(out)

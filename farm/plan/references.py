@@ -14,7 +14,8 @@ period after period, and the skip tables can take whole periods. Selection, per 
    ``NUCLEUS_REACH`` radii of (otherwise it is too far for the deltas to stay small).
 3. Frames without a usable nucleus (a centre outside the set, or inside a component
    whose disc meets no atom of lower period) use the centre itself, iterated to the
-   frames' iteration limit or to its escape, as before.
+   frames' iteration limit or to its escape, as before. So do the units of an
+   exponential map (farm/plan/expmap.py: its polar tiles are offsets from the centre).
 
 Each distinct reference is stored once (store ``reference/*``), broadcast once to MPI
 workers, and read back on resume; frames point at theirs by index.
@@ -123,6 +124,11 @@ def select(plan, progress: Callable[[str], None] | None = None) -> References | 
     center = plan.spec.view.center
     bits = max(f.bits for f in frames)
     max_iter = max(f.max_iter for f in frames)
+    if getattr(plan, "layout", None) is not None:
+        # an exponential map: its polar tiles measure offsets from the centre itself
+        say(f"reference: the view centre, up to {max_iter} iterations")
+        centre = center_reference(center, bits, max_iter, plan)
+        return References((centre,), tuple(0 if f.precision == "perturb" else -1 for f in plan.frames))
     radii = [_log2_radius(plan, f) for f in frames]
     steps = _scan_steps(max_iter, bits)
     scan = per.scan(center, bits, radii, steps)
@@ -137,7 +143,7 @@ def select(plan, progress: Callable[[str], None] | None = None) -> References | 
         near = [k for k, (_, dist) in enumerate(nuclei) if dist <= reach]
         chosen.setdefault(min(near) if near else len(nuclei), []).append(f.index)
     refs: list[Reference] = []
-    frame_ref = [-1] * len(plan.frames)
+    frame_ref: list[int] = [-1] * len(plan.frames)
     for k in sorted(chosen):
         members = chosen[k]
         if k < len(nuclei):

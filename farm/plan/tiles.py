@@ -2,10 +2,13 @@
 
 Tiles are numbered row-major: tile ``t`` sits at column ``t % nx``, row ``t // nx``.
 Tiles on the right and bottom edges are cut to the image; the store still keeps a
-full ``tile_h x tile_w`` chunk for them. A tile is never larger than the image: the
-spec's tile size is cut to it (:meth:`TileGrid.fitted`), so a 1280x720 image with the
-default 1024x1024 tile has 1024x720 tiles (HDF5 refuses chunks larger than a
-dataset's fixed dimensions).
+full ``tile_h x tile_w`` chunk for them. A tile is never larger than the image: a
+tile size from the spec is cut to it (:meth:`TileGrid.fitted`; HDF5 refuses chunks
+larger than a dataset's fixed dimensions). The default, ``tile = "auto"``
+(:meth:`TileGrid.auto`), cuts the image into equal tiles of at most 1024x1024, so a
+1920x1080 frame is four 960x540 tiles: no padding to store or send (1024x1024 tiles
+would pad it to 2048x2048, twice the bytes), and each launch still has half a million
+pixels to fill a GPU.
 """
 
 from __future__ import annotations
@@ -44,6 +47,14 @@ class TileGrid:
     @property
     def count(self) -> int:
         return self.nx * self.ny
+
+    @classmethod
+    def auto(cls, width: int, height: int, largest: int = 1024) -> TileGrid:
+        """The fewest equal tiles of at most ``largest`` pixels a side (the last row or
+        column is smaller by less than a tile's count of pixels when the image does not
+        divide evenly)."""
+        nx, ny = -(-width // largest), -(-height // largest)
+        return cls(width, height, -(-width // nx), -(-height // ny))
 
     @classmethod
     def fitted(cls, width: int, height: int, tile_w: int, tile_h: int) -> TileGrid:

@@ -15,12 +15,24 @@ import contextlib
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from farm.progress import Progress
-from farm.schedule.state import Assign, End, Note, Release, Scheduler, StopRequested, Store, Tick
+from farm.schedule.state import (
+    Assign,
+    End,
+    Halt,
+    Note,
+    Release,
+    Scheduler,
+    StopRequested,
+    Store,
+    Tick,
+)
 from farm.schedule.transport import MasterLink
-from farm.store.writer import StoreWriter, WriterThread
+from farm.store.space import disk_full_reason, is_disk_full
+from farm.store.writer import Finished, StoreWriter, WriterThread
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
@@ -73,7 +85,12 @@ class _Signals:
 
 
 def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = MasterOptions(),
-               progress: Progress | None = None) -> MasterReport:
+               progress: Progress | None = None,
+               on_batch: Callable[[list[Finished]], None] | None = None,
+               on_frame: Callable[[int], None] | None = None) -> MasterReport:
+    """Run the render until the scheduler ends it. ``on_batch`` sees every batch of
+    accepted results as it goes to the writer (progress, estimates); ``on_frame`` each
+    frame once it is complete in the store (the video sink: it must not block)."""
     pending = writer.pending()
     t0 = time.monotonic()
     sched = Scheduler(pending, list(link.workers), now=t0, depth=options.depth,
@@ -81,7 +98,7 @@ def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = M
                       timeout=options.timeout, grace=options.grace)
     busy = 0.0
     stored = 0
-    background = WriterThread(writer)
+    background = WriterThread(writer, on_frame)
     with _Signals() as signals:
         while sched.ended is None:
             events = link.poll(0.05)
@@ -89,6 +106,12 @@ def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = M
             if signals.caught:
                 events.append(StopRequested(f"received {signals.caught}"))
                 signals.caught = None
+            if background.error is not None:
+                if not is_disk_full(background.error):
+                    raise background.error
+                err = background.error
+                assert isinstance(err, OSError)
+                events.append(Halt(disk_full_reason(writer.path, err)))
             events.append(Tick())
             batch = []
             for event in events:
@@ -106,10 +129,14 @@ def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = M
             if batch:
                 background.submit(batch)
                 stored += len(batch)
+                if on_batch:
+                    on_batch(batch)
                 if progress:
                     progress.advance(len(batch))
             busy += time.monotonic() - started
         background.close()  # everything received is written before the loop ends
+        if background.error is not None and not is_disk_full(background.error):
+            raise background.error
     assert isinstance(sched.ended, End)
     return MasterReport(sched.ended, time.monotonic() - t0, busy, background.busy_s,
                         getattr(link, "receive_s", 0.0), stored)

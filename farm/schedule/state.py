@@ -18,7 +18,8 @@ Rules:
 * A worker that fails ``worker_failures`` tiles in a row is excluded; a worker not
   heard from for ``timeout`` seconds is lost. Either way its tiles are re-queued.
 * A stop request ends assignments; the render ends once nothing is in flight or
-  ``grace`` seconds have passed, whichever comes first.
+  ``grace`` seconds have passed, whichever comes first. A halt (the store cannot take
+  more results: its disk is full) ends it at once.
 """
 
 from __future__ import annotations
@@ -88,7 +89,15 @@ class StopRequested:
     reason: str = "stop requested"
 
 
-Event = Joined | Finished | Failed | Heard | Lost | Tick | StopRequested
+@dataclass(frozen=True)
+class Halt:
+    """Stop at once, keeping nothing in flight (the store cannot take more: a full
+    disk). The render ends as interrupted, so it can be resumed."""
+
+    reason: str
+
+
+Event = Joined | Finished | Failed | Heard | Lost | Tick | StopRequested | Halt
 
 # ---------------------------------------------------------------------------- instructions
 
@@ -188,6 +197,9 @@ class Scheduler:
                 self.stop_deadline = now + self.grace
                 self.stop_reason = event.reason
                 out.append(Note(f"{event.reason}: finishing {self.in_flight} tile(s) in flight"))
+        elif isinstance(event, Halt):
+            self.ended = End("interrupted", event.reason)
+            return [*(Release(w) for w in self.live()), self.ended]
         elif isinstance(event, Tick):
             for wid, w in self.workers.items():
                 if not w.gone and w.tasks and now - w.last_heard > self.timeout:

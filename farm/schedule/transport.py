@@ -9,8 +9,10 @@ pickles, except the plan, broadcast once at start. A tile result is a header and
 message per channel of the plan (farm/plan/channels.py), sent straight from the
 arrays the device wrote (no packing copy)::
 
-    TAG_RESULT       int64[9] header: frame, tile, attempt, height, width, nbins,
-                     kernel ns, rank, crc; then int64[nbins] bins, int64[nbins] counts
+    TAG_RESULT       int64[14] header: frame, tile, attempt, height, width, nbins,
+                     kernel ns, rank, crc, then the worker's running totals in ns
+                     (farm.timeline.WORKER_COUNTERS); then int64[nbins] bins,
+                     int64[nbins] counts
     TAG_CHANNEL + k  channel k's h*w*depth values (iterations uint32, fraction
                      float32, then any others), in the plan's order
 
@@ -30,20 +32,23 @@ import os
 import queue
 import sys
 import time
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from farm.compute.render import TileResult
 from farm.plan import Channel
 from farm.schedule.state import Event, Failed, Finished, Heard, Joined, Lost, Task
 from farm.store.writer import Finished as Stored
 from farm.store.writer import tile_crc
+from farm.timeline import WORKER_COUNTERS
+
+if TYPE_CHECKING:
+    from farm.compute.render import TileResult
 
 (TAG_TASK, TAG_STOP, TAG_READY, TAG_RESULT, TAG_FAILED, TAG_HEARTBEAT, TAG_LOST,
  TAG_BYE) = range(8)
 TAG_CHANNEL = 16  # + the channel's index in the plan
-HEADER = 9
+HEADER = 9 + len(WORKER_COUNTERS)
 
 
 class MasterLink(Protocol):
@@ -69,7 +74,7 @@ class WorkerLink(Protocol):
 def stored(result: TileResult, rank: int) -> Stored:
     """What the store needs of a result; the crc is computed here, on the worker's side."""
     return Stored(result.frame, result.tile, result.arrays, result.hist_bins, result.hist_counts,
-                  result.kernel_seconds, rank, tile_crc(*result.arrays.values()))
+                  result.kernel_seconds, rank, tile_crc(*result.arrays.values()), result.counters)
 
 
 # ============================================================================ threads
@@ -210,18 +215,21 @@ def result_header(task: Task, result: TileResult, rank: int) -> np.ndarray:
     h, w = result.iterations.shape[:2]
     header = np.array([task.frame, task.tile, task.attempt, h, w, len(result.hist_bins),
                        int(result.kernel_seconds * 1e9), rank,
-                       tile_crc(*result.arrays.values())], dtype=np.int64)
+                       tile_crc(*result.arrays.values()),
+                       *(int(s * 1e9) for s in result.counters)], dtype=np.int64)
     return np.concatenate([header, result.hist_bins, result.hist_counts])
 
 
 def result_from(header: np.ndarray, arrays: list[np.ndarray],
                 channels: tuple[Channel, ...]) -> tuple[Task, Stored]:
     """A result from its header and the flat arrays of its channel messages."""
-    frame, tile, attempt, h, w, n, ns, rank, crc = (int(x) for x in header[:HEADER])
+    frame, tile, attempt, h, w, n, ns, rank, crc = (int(x) for x in header[:9])
+    counters = tuple(int(x) * 1e-9 for x in header[9:HEADER])
     bins, counts = header[HEADER:HEADER + n], header[HEADER + n:HEADER + 2 * n]
     shaped = {c.name: a.view(c.dtype).reshape(c.shape(h, w))
               for c, a in zip(channels, arrays, strict=True)}
-    return Task(frame, tile, attempt), Stored(frame, tile, shaped, bins, counts, ns * 1e-9, rank, crc)
+    return Task(frame, tile, attempt), Stored(frame, tile, shaped, bins, counts, ns * 1e-9, rank, crc,
+                                              counters)
 
 
 def _collect(comm, source: int, timeout: float, max_sleep: float = 0.001,

@@ -38,12 +38,15 @@ def _testing_aids(rank: int) -> None:
 
 def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: WorkerLink,
                pipeline: int = 3) -> None:
+    t0 = time.perf_counter()
     try:
         renderer = make_renderer()
     except Exception as err:  # device missing, build failure: the master must hear of it
         link.lost(f"{type(err).__name__}: {err}")
         link.close()
         return
+    counters = renderer.counters  # the timeline's worker side (farm/timeline.py)
+    counters.add("setup", time.perf_counter() - t0)
     link.ready()
     queued: deque[Task] = deque()
     running: deque = deque()  # (task, launch)
@@ -51,10 +54,20 @@ def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: Work
     try:
         while True:
             busy = bool(queued or running)
-            messages = link.receive(0.0 if busy else HEARTBEAT_S)
+            if busy:
+                messages = link.receive(0.0)
+            else:
+                with counters.timing("idle"):
+                    messages = link.receive(HEARTBEAT_S)
             if None in messages:
                 return
-            queued.extend(m for m in messages if m is not None)
+            new = [m for m in messages if m is not None]
+            queued.extend(new)
+            for task in new:  # per-frame host work starts now, beside the kernels in flight
+                renderer.prepare(plan.frames[task.frame])
+            for ahead in (1, 2):  # the next frames are likely ours too
+                if new and new[-1].frame + ahead < len(plan.frames):
+                    renderer.prepare(plan.frames[new[-1].frame + ahead])
 
             while queued and len(running) < pipeline:
                 task = queued.popleft()
@@ -71,7 +84,9 @@ def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: Work
                 if wait_any(launch, deadline=time.monotonic() + 0.05):
                     running.popleft()
                     try:
-                        link.result(task, renderer.finish(launch))
+                        result = renderer.finish(launch)
+                        with counters.timing("send"):
+                            link.result(task, result)
                     except Exception:
                         link.failed(task, traceback.format_exc())
                     last_sent = time.monotonic()

@@ -8,7 +8,7 @@ renamed into place, so it exists complete or not at all.
 
 Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
 
-    /                       attrs: spec (canonical TOML), format, created
+    /                       attrs: spec (canonical TOML), format, created, method
     iterations  uint32 (F, H, W)  escape counts; chunk = one tile (1, th, tw)
     fraction    float32 (F, H, W) smooth offset d: continuous count n + d
     (further per-pixel channels the plan asks for, farm/plan/channels.py, chunked alike)
@@ -41,31 +41,59 @@ Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
                 workers, master_busy (seconds the master's loop spent receiving and
                 deciding), writer_busy (seconds its writer thread spent writing),
                 synced (unix time of the last fdatasync: everything before is on disk),
-                master_receive (seconds the master spent inside MPI receives)
+                master_receive (seconds the master spent inside MPI receives), and the
+                run's timeline (farm/timeline.py): process_started, render_ended,
+                video_ended (unix times), reference_s, gpu_s, setup_s, build_s, prep_s,
+                send_s, idle_s (workers' sums), color_s, encode_s, video_frames
 
 Chunks of edge tiles are full-sized; the part outside the image is zero. Storage
 that was never written reads as zero (a new file's unwritten ranges are holes).
+
+The expmap method (``method`` attribute ``"expmap"``, farm/plan/units.py) stores render
+units instead of frames: the first axis of every dataset above is the unit (U units
+of ``P x A`` pixels: H = P rows per octave, W = A angles), ``frame_done`` says which
+units are complete, ``histogram`` counts a unit's stored pixels (filler included) and
+``frames/width`` is the diameter of the disc a unit covers. Besides::
+
+    units/kind      S8 (U,)     segment | centre
+    units/number    int64 (U,)  segment j (0: innermost octave) or centre unit c
+    video/width     S40 (F,)    each video frame's width (25 digits)
+    video/max_iter  int64 (F,)  its iteration limit (synthesis counts later escapes
+                                as interior)
+    video/depth     float64 (F,) log2 of its pixel spacing over the deepest frame's:
+                                with the spec, all a reader needs to rebuild the units'
+                                layout (no arbitrary-precision arithmetic)
+
+with the attribute ``expmap`` (JSON: angles, rows per octave, strip rows, centre
+size, ...; informational, the plan recomputes it from the spec).
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import os
 from pathlib import Path
 
 import h5py
 import numpy as np
 
-import farm.numerics as num
 from farm.plan import Plan
 from farm.plan.references import References, pack, unpack
 from farm.spec import canonical_text
 
-FORMAT = "zoomfarm-store/6"  # bump when the layout changes: readers refuse others
-RUNS = 4096
+FORMAT = "zoomfarm-store/8"  # bump when the layout changes: readers refuse others
+RUNS = 1024  # render and resume runs a store can record (the last row is reused after)
+# One row per render or resume: when it ran, and its timeline (farm/timeline.py).
+# Times are unix seconds; *_s fields are seconds of work (worker fields summed over
+# the run's workers).
 RUN_DTYPE = np.dtype([("started", "<f8"), ("workers", "<i4"), ("ended", "<f8"),
                       ("master_busy", "<f8"), ("writer_busy", "<f8"), ("synced", "<f8"),
-                      ("master_receive", "<f8")])
+                      ("master_receive", "<f8"),
+                      ("process_started", "<f8"), ("render_ended", "<f8"), ("video_ended", "<f8"),
+                      ("reference_s", "<f8"), ("gpu_s", "<f8"), ("setup_s", "<f8"),
+                      ("build_s", "<f8"), ("prep_s", "<f8"), ("send_s", "<f8"), ("idle_s", "<f8"),
+                      ("color_s", "<f8"), ("encode_s", "<f8"), ("video_frames", "<i4")])
 
 # name -> (dtype, shape kind); shape kinds: "pixels" (F,H,W), "tiles" (F,T), "frames" (F,)
 TILE_META = {
@@ -97,7 +125,7 @@ def create(path: str | os.PathLike[str], plan: Plan, refs: References | None = N
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     spec = plan.spec
-    w, h = spec.size
+    w, h = plan.grid.width, plan.grid.height  # a frame, or an expmap unit
     tw, th = plan.grid.tile_w, plan.grid.tile_h
     f_count, t_count = len(plan.frames), plan.grid.count
     try:
@@ -105,6 +133,7 @@ def create(path: str | os.PathLike[str], plan: Plan, refs: References | None = N
             f.attrs["spec"] = canonical_text(spec)
             f.attrs["format"] = FORMAT
             f.attrs["created"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+            f.attrs["method"] = plan.method
             for c in plan.channels:  # iterations, fraction, then any others
                 shape = (f_count, *c.shape(h, w))
                 _fixed(f, c.name, shape, c.dtype, chunks=(1, *c.shape(th, tw)))
@@ -117,6 +146,8 @@ def create(path: str | os.PathLike[str], plan: Plan, refs: References | None = N
             f["frames/width"] = np.array([_width_text(fr.width) for fr in plan.frames], "S40")
             f["frames/max_iter"] = np.array([fr.max_iter for fr in plan.frames], "<i8")
             f["frames/precision"] = np.array([fr.precision for fr in plan.frames], "S16")
+            if plan.layout is not None:
+                _expmap_datasets(f, plan)
             if plan.reference_needs() is not None:
                 if refs is None:
                     raise ValueError("a plan with perturbed frames needs its references")
@@ -129,6 +160,23 @@ def create(path: str | os.PathLike[str], plan: Plan, refs: References | None = N
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _expmap_datasets(f: h5py.File, plan: Plan) -> None:
+    """The expmap store's unit and video-frame tables, and its geometry attribute."""
+    layout = plan.layout
+    assert layout is not None
+    geom = layout.geom
+    f["units/kind"] = np.array([u.kind for u in layout.units], "S8")
+    f["units/number"] = np.array([u.number for u in layout.units], "<i8")
+    f["video/width"] = np.array([_width_text(fr.width) for fr in plan.video], "S40")
+    f["video/max_iter"] = np.array([fr.max_iter for fr in plan.video], "<i8")
+    f["video/depth"] = np.array(geom.depths, "<f8")
+    f.attrs["expmap"] = json.dumps({
+        "angles": geom.angles, "rows_per_octave": geom.rows_per_octave, "rows": geom.rows,
+        "segments": geom.segments, "l_base": geom.l_base, "centre_size": list(geom.centre_size),
+        "centre_oversample": geom.centre_oversample, "oversample": geom.oversample,
+        "blend": geom.blend, "zoom_in": layout.zoom_in, "centre_pieces": len(layout.pieces)})
 
 
 def write_references(f: h5py.File, refs: References) -> None:
@@ -162,7 +210,29 @@ def read_references(f: h5py.File) -> References | None:
     return unpack(meta, f["reference/orbits"][...])
 
 
+def store_bytes(plan: Plan, orbit_length: int | None = None) -> int:
+    """Bytes the store takes once every tile is written: the pixel channels in full
+    chunks (edge tiles padded), the per-frame histograms and bookkeeping, the reference
+    orbit and the run table (HDF5's own metadata, a few kilobytes, is left out). The
+    file is sparse until tiles arrive, so this is what the render will fill."""
+    grid, f_count = plan.grid, len(plan.frames)
+    padded = grid.nx * grid.tile_w * grid.ny * grid.tile_h
+    total = sum(f_count * c.nbytes(padded) for c in plan.channels)
+    total += f_count * plan.bins * 8 + f_count * 1  # histogram, frame_done
+    per_tile = 1 + sum(np.dtype(d).itemsize for d in TILE_META.values())  # done + tiles/*
+    total += f_count * grid.count * per_tile
+    total += f_count * (40 + 8 + 16)  # frames/width, max_iter, precision
+    if plan.layout is not None:
+        total += f_count * (8 + 8) + len(plan.video) * (40 + 8 + 8)  # units/*, video/*
+    needs = plan.reference_needs()
+    if needs is not None:  # the orbits (a nucleus' is one period: this bounds them) and refs
+        total += 16 * (orbit_length or needs[1] + 1) + 4 * f_count
+    return total + RUNS * RUN_DTYPE.itemsize
+
+
 def _width_text(width: object) -> str:
+    import farm.numerics as num
+
     return num.decimal_text(width, 25)
 
 

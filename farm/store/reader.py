@@ -2,6 +2,13 @@
 
 Readers open the file with h5py in read mode; they may run while a render writes
 (the writer never holds HDF5 open), e.g. ``farm status`` from a second shell.
+
+An expmap store (farm/plan/units.py) holds render units, not frames; its reader
+still serves video frames: ``frames``, ``frame_done``, ``raw``, ``iterations``,
+``fraction`` and ``histogram`` are those of the synthesised video frames
+(:mod:`farm.synth.engine`, on a GPU where there is one), so colouring and encoding
+read both methods alike. ``units``, ``unit_done``, ``unit``, ``strip_rows`` and
+``centre_image`` give the rendered data itself.
 """
 
 from __future__ import annotations
@@ -16,10 +23,12 @@ import numpy as np
 
 from farm import spec as specmod
 from farm.errors import StoreError
-from farm.plan import Plan, make_plan
+from farm.estimate import WorkEstimate, eta_seconds
+from farm.plan import ExpmapLayout, Plan, make_plan
 from farm.plan.references import References
 from farm.raw import RawFrame
-from farm.store import layout
+from farm.store import layout, lock
+from farm.synth import Raster
 
 
 class Store:
@@ -42,6 +51,8 @@ class Store:
             raise StoreError(f"store: {path} is not a zoomfarm store (no format {layout.FORMAT!r})")
         self.spec_text = str(self.file.attrs["spec"])
         self.spec = specmod.parse_text(self.spec_text, source=f"{path}:spec")
+        self.method = str(self.file.attrs.get("method", "frames"))
+        self._plan: Plan | None = None
 
     def __enter__(self) -> Store:
         return self
@@ -54,11 +65,20 @@ class Store:
 
     # ------------------------------------------------------------------ plan
     def plan(self) -> Plan:
-        """The plan the store was created with: the stored per-frame iteration limits
-        and formats win over what this version of the farm would choose now."""
+        """The plan the store was created with: the stored per-frame (per-unit)
+        iteration limits and formats win over what this version of the farm would
+        choose now. Built once per reader (an expmap store's, once per process)."""
+        if self._plan is None:
+            self._plan = self._stored_plan()
+        return self._plan
+
+    def _stored_plan(self) -> Plan:
         max_iter = [int(m) for m in self.file["frames/max_iter"][...]]
         fmt = [p.decode() for p in self.file["frames/precision"][...]]
-        return make_plan(self.spec, stored=list(zip(max_iter, fmt, strict=True)))
+        video = None
+        if "video/max_iter" in self.file:
+            video = [int(m) for m in self.file["video/max_iter"][...]]
+        return make_plan(self.spec, stored=list(zip(max_iter, fmt, strict=True)), stored_video=video)
 
     def references(self) -> References | None:
         """The stored references of perturbed frames (farm/plan/references.py), or None."""
@@ -66,38 +86,176 @@ class Store:
 
     # ------------------------------------------------------------------ data
     @property
+    def expmap(self) -> bool:
+        return self.method == "expmap"
+
+    @property
     def frames(self) -> int:
+        """Frames of the video."""
+        if self.expmap:
+            return int(self.file["video/max_iter"].shape[0])
+        return int(self.file["iterations"].shape[0])
+
+    @property
+    def units(self) -> int:
+        """Rendered frames (expmap: units): the first axis of the pixel datasets."""
         return int(self.file["iterations"].shape[0])
 
     def done(self) -> np.ndarray:
+        """bool (units, tiles): which tiles are stored."""
         return self.file["done"][...].astype(bool)
 
-    def frame_done(self) -> np.ndarray:
+    def unit_done(self) -> np.ndarray:
+        """bool (units,): which rendered frames (expmap: units) are complete."""
         return self.file["frame_done"][...].astype(bool)
 
+    def frame_done(self) -> np.ndarray:
+        """bool (frames,): which video frames can be read (expmap: their units are
+        complete)."""
+        if not self.expmap:
+            return self.unit_done()
+        ready = np.zeros(self.frames, bool)
+        ready[self.layout.frames_ready(self.unit_done())] = True
+        return ready
+
     def iterations(self, frame: int) -> np.ndarray:
+        if self.expmap:
+            return self.raw(frame).iterations
         return self.file["iterations"][frame]
 
     def fraction(self, frame: int) -> np.ndarray:
+        if self.expmap:
+            return self.raw(frame).fraction
         return self.file["fraction"][frame]
 
     def histogram(self, frame: int) -> np.ndarray:
+        """Frame f's count histogram, int64 (N,), N = the store's histogram length."""
+        if self.expmap:
+            return self.raw(frame).histogram
         return self.file["histogram"][frame]
 
     def channel(self, name: str, frame: int) -> np.ndarray:
         """One per-pixel channel of a frame: (H, W) or (H, W, depth)."""
+        if self.expmap:
+            value = getattr(self.raw(frame), name, None) if name in ("iterations", "fraction",
+                                                                       "distance") else None
+            if value is None:
+                raise StoreError(f"store {self.path}: synthesised frames have no {name!r}")
+            return value
         return self.file[name][frame]
 
     def raw(self, frame: int) -> RawFrame:
-        """Everything colouring needs of one frame (see :mod:`farm.raw`)."""
-        return RawFrame(frame, self.iterations(frame), self.fraction(frame), self.histogram(frame))
+        """Everything colouring needs of one frame (see :mod:`farm.raw`): arrays (H, W),
+        or (H, W, N) with sample 0 (the pixel centre, the ``iterations`` dataset) first
+        when the store has N > 1 samples per pixel; ``distance`` when it was rendered.
+        An expmap store's frame is synthesised from its units (StoreError if one is
+        missing)."""
+        if self.expmap:
+            return self._expmap_frame(frame)
+        n = self.spec.image.samples
+        has_distance = self.spec.render.distance
+
+        def full(name: str) -> np.ndarray:
+            centre = self.channel(name, frame)
+            if n == 1:
+                return centre
+            return np.concatenate([centre[..., None], self.channel("samples/" + name, frame)],
+                                  axis=2)
+
+        return RawFrame(frame, full("iterations"), full("fraction"), self.histogram(frame),
+                        full("distance") if has_distance else None)
+
+    # ------------------------------------------------------------------ expmap units
+    def unit(self, name: str, u: int) -> np.ndarray:
+        """Channel ``name`` of rendered unit u as stored, (P, A) (filler included)."""
+        return self.file[name][u]
+
+    def strip_rows(self, first: int, stop: int) -> Raster:
+        """Global strip rows ``first .. stop - 1`` of an expmap store, (rows, A)."""
+        layout = self._layout()
+        parts = [(self.file["iterations"][u, r0:r1], self.file["fraction"][u, r0:r1])
+                 for u, r0, r1, _ in layout.strip_blocks(first, stop)]
+        if not parts:
+            a = layout.geom.angles
+            return Raster(np.zeros((0, a), np.uint32), np.zeros((0, a), np.float32), first)
+        return Raster(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+                      first)
+
+    def centre_image(self) -> Raster:
+        """The centre image of an expmap store, (Hc, Wc), assembled from its pieces."""
+        layout = self._layout()
+        wc, hc = layout.geom.centre_size
+        n = np.zeros((hc, wc), np.uint32)
+        d = np.zeros((hc, wc), np.float32)
+        for u, t, piece in layout.centre_tiles():
+            tile = layout.grid.tile(t)
+            rows = slice(tile.y0, tile.y0 + piece.height)
+            cols = slice(tile.x0, tile.x0 + piece.width)
+            at = (slice(piece.y0, piece.y0 + piece.height), slice(piece.x0, piece.x0 + piece.width))
+            n[at] = self.file["iterations"][u, rows, cols]
+            d[at] = self.file["fraction"][u, rows, cols]
+        return Raster(n, d)
+
+    @property
+    def layout(self) -> ExpmapLayout:
+        """An expmap store's units and what each video frame reads (farm/plan/units.py),
+        rebuilt from the stored frame depths: no arbitrary-precision arithmetic, once per
+        process."""
+        return self._synthesis().layout
+
+    @property
+    def bins(self) -> int:
+        """Histogram length: the largest stored iteration limit + 1."""
+        return int(self.file["frames/max_iter"][...].max()) + 1
+
+    def _layout(self) -> ExpmapLayout:
+        if not self.expmap:
+            raise StoreError(f"store {self.path}: not an expmap store")
+        return self.layout
+
+    def _synthesis(self):
+        from farm.plan.units import layout_for
+        from farm.synth.engine import Synthesis, shared
+
+        stat = os.stat(self.path)
+        key = (os.path.realpath(self.path), stat.st_dev, stat.st_ino,
+               str(self.file.attrs.get("created")), self.spec_text)
+        keep = 2 * self.spec.color.smoothing + 8
+
+        def make() -> Synthesis:
+            layout = layout_for(self.spec, self.file["video/depth"][...].tolist())
+            return Synthesis(layout, self.file["video/max_iter"][...].tolist(), self.bins, keep=keep)
+        return shared(key, make)
+
+    def _expmap_frame(self, frame: int) -> RawFrame:
+        if not 0 <= frame < self.frames:
+            raise StoreError(f"store {self.path}: frame {frame} of {self.frames}")
+        lo, hi = self.layout.needs[frame]
+        missing = np.flatnonzero(~self.unit_done()[lo:hi])
+        if len(missing):
+            raise StoreError(f"store {self.path}: frame {frame} needs unit {lo + missing[0]}, "
+                             f"not rendered yet; run `farm resume {self.path}`")
+        return self._synthesis().frame(frame, self.strip_rows, self.centre_image)
 
     # ------------------------------------------------------------------ progress
+    def _frame_progress(self, done: np.ndarray) -> np.ndarray:
+        """Share of each video frame's tiles that are stored (expmap: of its units')."""
+        if not self.expmap:
+            return done.mean(axis=1)
+        layout = self._layout()
+        have = np.concatenate([[0], np.cumsum(done.sum(axis=1), dtype=np.int64)])
+        lo, hi = np.array(layout.needs, dtype=np.int64).reshape(-1, 2).T
+        return (have[hi] - have[lo]) / ((hi - lo) * done.shape[1])
+
     def status(self, now: float | None = None) -> dict[str, Any]:
-        """Progress, rate, ETA and per-rank balance of the latest run (for ``farm status``)."""
+        """Progress, rate, ETA and per-rank balance of the latest run (for ``farm status``).
+
+        ``rendering`` names the process that renders the store now (its lock), or is
+        None; only then is there an ETA (``run.eta_s``), from the predicted device time
+        left (farm/estimate.py) at the run's rate."""
         now = time.time() if now is None else now
         done = self.done()
-        frame_done = self.frame_done()
+        unit_done = self.unit_done()
         f_count, t_count = done.shape
         finished = self.file["tiles/finished"][...]
         run = self.file["tiles/run"][...]
@@ -108,21 +266,30 @@ class Store:
         run_ids = np.flatnonzero(started > 0)
         out: dict[str, Any] = {
             "store": str(self.path),
-            "frames": f_count,
-            "tiles_per_frame": t_count,
+            "method": self.method,
+            "frames": self.frames,
+            "tiles_per_frame": t_count,  # expmap: per unit
             "tiles_done": int(done.sum()),
             "tiles_total": int(done.size),
-            "frames_complete": int(frame_done.sum()),
-            "frame_progress": [round(float(x), 4) for x in done.mean(axis=1)],
+            "frames_complete": int(self.frame_done().sum()),  # expmap: video frames ready
+            "frame_progress": [round(float(x), 4) for x in self._frame_progress(done)],
             "runs": int(len(run_ids)),
-            "complete": bool(frame_done.all()),
+            "complete": bool(unit_done.all()),
+            "rendering": lock.holder(self.path),  # who renders now, or None
         }
+        if self.expmap:
+            out.update(units=f_count, units_complete=int(unit_done.sum()),
+                       unit_progress=[round(float(x), 4) for x in done.mean(axis=1)])
         if len(run_ids) == 0:
             return out
         last = int(run_ids[-1])
         mine = done & (run == last)
         out["run"] = {"index": last, "started": float(started[last]),
                       "workers": int(runs["workers"][last]), "tiles": int(mine.sum())}
+        row = runs[last]
+        out["run"]["timeline"] = {name: (int(row[name]) if name in ("workers", "video_frames")
+                                         else round(float(row[name]), 6))
+                                  for name in runs.dtype.names}
         if runs["ended"][last] > 0:
             wall = float(runs["ended"][last] - started[last])
             out["run"]["wall_s"] = round(wall, 3)
@@ -132,13 +299,16 @@ class Store:
             t_end = float(finished[mine].max())
             elapsed = max(t_end - float(started[last]), 1e-9)
             rate = float(mine.sum()) / elapsed
-            remaining = int((~done).sum())
             out["run"].update({
                 "elapsed_s": round(elapsed, 3),
                 "tiles_per_s": round(rate, 4),
-                "eta_s": round(remaining / rate, 1) if remaining else 0.0,
                 "last_tile_age_s": round(now - t_end, 1),
             })
+            remaining = WorkEstimate(done, seconds).remaining_device_s() or 0.0
+            out["remaining_device_s"] = round(remaining, 3)
+            eta = eta_seconds(remaining, float(seconds[mine].sum()), elapsed)
+            if out["rendering"] is not None and eta is not None:  # only a live render has an ETA
+                out["run"]["eta_s"] = round(max(0.0, eta - (now - t_end)), 1)
             busy = {int(r): float(seconds[mine & (rank == r)].sum()) for r in np.unique(rank[mine])}
             mean = sum(busy.values()) / len(busy)
             out["run"]["busy_s"] = {str(r): round(b, 3) for r, b in sorted(busy.items())}

@@ -1,0 +1,43 @@
+"""How a kernel is launched on a device: work-group size, groups per compute unit, and
+the local-memory histogram's bins (shared by the tile renderer and frame synthesis;
+a module of its own so that synthesis needs neither mpmath nor the renderer)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from farm.compute.device import DeviceInfo
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Work-group size, how many groups per compute unit a launch may use, and the
+    bins of the local-memory sub-histogram.
+
+    The global size is ``min(pixels rounded up to local_size, groups_per_unit *
+    compute_units * local_size)``; each work-item takes every G-th pixel. Counts
+    below ``local_bins`` are counted in local memory, the rest with global atomics.
+
+    Perturbation: ``lanes`` > 1 keeps that many pixels in flight per work-item with
+    double deltas (kernels/perturb_lanes.cl: SIMD on CPUs; the global size then counts
+    pixels / lanes), and skips are at least ``2**min_skip_level`` steps (a lane that
+    skips costs a pass through scalar code: short skips do not pay). CPUs: 8 lanes,
+    skips of 32 steps or more (measured on PoCL, BENCHMARKS.md); GPUs: one pixel per
+    work-item, skips of 2 or more. FARM_PERTURB_LANES and FARM_MIN_SKIP_LEVEL override
+    the CPU's choice (developer knobs).
+    """
+
+    local_size: int = 128
+    groups_per_unit: int = 16
+    local_bins: int = 2048
+    lanes: int = 1
+    min_skip_level: int = 1
+
+    @classmethod
+    def for_device(cls, info: DeviceInfo) -> LaunchConfig:
+        if info.kind == "GPU":  # the best of the sweep in BENCHMARKS.md (H200)
+            return cls(local_size=256, groups_per_unit=32)
+        lanes = int(os.environ.get("FARM_PERTURB_LANES", "") or 8)
+        level = int(os.environ.get("FARM_MIN_SKIP_LEVEL", "") or 5)
+        return cls(local_size=64, groups_per_unit=4, lanes=lanes, min_skip_level=level)

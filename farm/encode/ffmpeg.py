@@ -1,0 +1,206 @@
+"""The video encoder: RGB frames piped into an ffmpeg process, H.264 in MP4.
+
+The video is ``yuv420p`` H.264 in MP4 (plays everywhere); yuv420p needs even
+dimensions, so an odd width or height loses its last column or row. ffmpeg is the one
+on ``PATH``, else the binary that the ``imageio-ffmpeg`` wheel carries.
+
+Codec (``output.codec``): ``libx264`` at ``output.crf`` with ``output.preset`` and
+one thread per core (x264's own choice), or ``h264_nvenc`` (NVIDIA's encoder, constant
+quality ``-cq output.crf``). ``auto`` takes h264_nvenc when an NVIDIA driver is present
+(``/dev/nvidiactl``) and a one-frame test encode with it succeeds, else libx264, and
+says why when it falls back.
+
+The encoder writes to a hidden temporary file next to the video
+(``.NAME.partial.mp4``) and renames it into place only when ffmpeg has finished
+successfully; :meth:`VideoEncoder.abort` (an interrupt, an error) kills ffmpeg and
+removes the temporary file, so a video under its final name is always complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from farm.errors import FarmError, UsageError
+
+
+class EncodeError(FarmError):
+    """ffmpeg failed: its last line of error output is in the message."""
+
+
+def ffmpeg_binary() -> str:
+    found = shutil.which("ffmpeg")
+    if found:
+        return found
+    try:
+        import imageio_ffmpeg
+    except ImportError:
+        raise UsageError("no ffmpeg on PATH and imageio-ffmpeg is not installed") from None
+    return str(imageio_ffmpeg.get_ffmpeg_exe())
+
+
+@dataclass(frozen=True)
+class VideoSettings:
+    """Where and how a video is written (the ``[output]`` keys and ``animation.fps``)."""
+
+    path: Path
+    fps: int = 30
+    crf: int = 18
+    preset: str = "faster"  # libx264 preset
+    codec: str = "auto"  # auto | libx264 | h264_nvenc
+
+    @classmethod
+    def from_spec(cls, spec, path: str | os.PathLike[str] | None = None, fps: int | None = None,
+                  crf: int | None = None) -> VideoSettings:
+        out = spec.output
+        return cls(Path(path or out.video), fps or spec.animation.fps,
+                   out.crf if crf is None else crf, out.preset, out.codec)
+
+
+def partial_path(video: Path) -> Path:
+    """The hidden temporary name a video is written under."""
+    return video.with_name(f".{video.stem}.partial{video.suffix}")
+
+
+def nvidia_present() -> bool:
+    """An NVIDIA driver is loaded on this machine."""
+    return Path("/dev/nvidiactl").exists()
+
+
+def codec_args(codec: str, crf: int, preset: str) -> list[str]:
+    if codec == "h264_nvenc":
+        # constant quality: -cq plays the part of x264's CRF (similar, not equal, scales)
+        return ["-c:v", "h264_nvenc", "-preset", "p4", "-tune", "hq", "-rc", "vbr",
+                "-cq", str(max(crf, 1)), "-b:v", "0"]
+    return ["-c:v", "libx264", "-preset", preset, "-crf", str(crf)]
+
+
+def try_codec(codec: str, width: int, height: int) -> str | None:
+    """None if ``codec`` encodes one test frame of this size, else ffmpeg's last line."""
+    cmd = [ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "lavfi",
+           "-i", f"color=c=black:s={width}x{height}:r=1", "-frames:v", "1",
+           *codec_args(codec, 23, "ultrafast"), "-pix_fmt", "yuv420p", "-f", "null", "-"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return str(err)
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit status {done.returncode}"
+
+
+@functools.cache
+def has_encoder(name: str) -> bool:
+    """This ffmpeg was built with the encoder ``name`` (its ``-encoders`` list)."""
+    try:
+        listing = subprocess.run([ffmpeg_binary(), "-hide_banner", "-encoders"], capture_output=True,
+                                 text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return any(line.split()[1:2] == [name] for line in listing.splitlines() if line.strip())
+
+
+def choose_codec(codec: str, width: int, height: int) -> str:
+    """The codec to use: ``auto`` tries h264_nvenc where an NVIDIA driver is present and
+    this ffmpeg has the encoder (imageio-ffmpeg's static build has not)."""
+    if codec != "auto":
+        return codec
+    if nvidia_present() and has_encoder("h264_nvenc"):
+        problem = try_codec("h264_nvenc", width, height)
+        if problem is None:
+            return "h264_nvenc"
+        print(f"farm: h264_nvenc does not work here ({problem}); encoding with libx264",
+              file=sys.stderr)
+    return "libx264"
+
+
+def even_size(width: int, height: int) -> tuple[int, int]:
+    ew, eh = width - width % 2, height - height % 2
+    if ew == 0 or eh == 0:
+        raise UsageError(f"image.size {width}x{height}: a video needs at least 2x2 pixels")
+    return ew, eh
+
+
+class VideoEncoder:
+    """One ffmpeg process: ``write`` RGB frames in order, then ``close`` (or ``abort``).
+
+    Not thread-safe: one thread writes."""
+
+    def __init__(self, settings: VideoSettings, width: int, height: int):
+        self.settings = settings
+        self.width, self.height = even_size(width, height)
+        self.codec = choose_codec(settings.codec, self.width, self.height)
+        self.path = Path(settings.path)
+        self.tmp = partial_path(self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "rawvideo",
+               "-pix_fmt", "rgb24", "-s", f"{self.width}x{self.height}",
+               "-framerate", str(settings.fps), "-i", "pipe:",
+               *codec_args(self.codec, settings.crf, settings.preset),
+               "-pix_fmt", "yuv420p", "-movflags", "+faststart", "-f", "mp4", "-y", str(self.tmp)]
+        # its own process group: a Ctrl-C reaches the farm, which stops ffmpeg itself
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     process_group=0)
+        self._errors: list[bytes] = []
+        self._drain = threading.Thread(target=self._read_errors, daemon=True)
+        self._drain.start()  # ffmpeg blocks if nobody reads its stderr
+        self.frames = 0
+
+    def _read_errors(self) -> None:
+        assert self.proc.stderr is not None
+        self._errors.append(self.proc.stderr.read())
+
+    def _failure(self) -> EncodeError:
+        self._drain.join(timeout=5)
+        text = b"".join(self._errors).decode(errors="replace").strip()
+        last = text.splitlines()[-1] if text else f"exit status {self.proc.returncode}"
+        return EncodeError(f"ffmpeg ({self.codec}) failed: {last}")
+
+    def write(self, rgb: np.ndarray) -> None:
+        """Append one frame, uint8 (H, W, 3) at the image size (cropped to even)."""
+        assert self.proc.stdin is not None
+        frame = np.ascontiguousarray(rgb[:self.height, :self.width])
+        try:
+            self.proc.stdin.write(frame.data)
+        except (BrokenPipeError, ValueError):
+            self.proc.wait()
+            self._remove()
+            raise self._failure() from None
+        self.frames += 1
+
+    def close(self) -> Path:
+        """Wait for ffmpeg, then rename the finished video into place."""
+        assert self.proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            self.proc.stdin.close()
+        self.proc.wait()
+        self._drain.join()
+        if self.proc.returncode != 0:
+            self._remove()
+            raise self._failure()
+        os.replace(self.tmp, self.path)
+        return self.path
+
+    def abort(self) -> None:
+        """Stop ffmpeg and remove the partial file."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        with contextlib.suppress(OSError):
+            if self.proc.stdin:
+                self.proc.stdin.close()
+        self.proc.wait()
+        self._remove()
+
+    def _remove(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.tmp.unlink()

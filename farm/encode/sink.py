@@ -1,0 +1,235 @@
+"""The frame sink: colour and write frames as soon as their raw data is complete.
+
+One code path for "video during the render" and for ``farm encode`` / ``farm frames``
+afterwards: the render's master calls :meth:`FrameSink.frame_complete` for each frame
+whose tiles are all stored (a finished store: every frame, up front), then
+:meth:`FrameSink.finish` (or :meth:`FrameSink.abort`).
+
+Frame ``f`` is coloured once ``f`` and every frame of its colouring window
+(``f-K .. f+K``, ``K = color.smoothing``) are complete. Its raw data and histograms
+are read through the store reader (:meth:`farm.store.reader.Store.raw`), opening the
+store afresh for each frame (HDF5's caches never see a half-written region). Work is
+off the caller's thread: a scheduler thread hands ready frames, in output order, to a
+few frame threads (read, colour on every core, and for PNG outputs compress and
+write); for a video it then pipes the coloured frames to ffmpeg in order.
+
+Thread-safety: ``frame_complete`` only records the frame and wakes the scheduler (it
+never blocks on colouring, encoding or I/O, and never raises); ``finish`` and ``abort``
+are called once, from one thread.
+
+Interrupted (``abort``, or an error): ffmpeg is killed and the partial video
+``.NAME.partial.mp4`` removed; PNGs already in place are complete. Nothing half written
+is ever left under a final name. A resumed render colours the video from the start.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from farm.color.methods import Style
+from farm.color.stats import FrameStats, Statistics
+from farm.encode.outputs import Output
+from farm.errors import StoreError, UsageError
+from farm.progress import Progress
+from farm.raw import RawFrame
+from farm.store.reader import Store
+
+# tests only: seconds each frame waits, so that a test can interrupt a small encode
+TEST_DELAY = float(os.environ.get("FARM_TEST_FRAME_DELAY", "0") or 0)
+
+Colourer = Callable[[RawFrame, FrameStats, Style], np.ndarray]
+
+
+def gpu_possible() -> bool:
+    """A GPU device node exists (NVIDIA, AMD's KFD, a DRM render node)."""
+    import glob
+
+    return (Path("/dev/nvidiactl").exists() or Path("/dev/kfd").exists()
+            or bool(glob.glob("/dev/dri/renderD*")))
+
+
+def default_colourer(engine: str = "auto") -> Colourer:
+    """``numpy`` (row bands on every core), ``opencl`` (kernels/color.cl on the best
+    OpenCL device: a GPU, else PoCL's CPU device) or ``auto``: the kernel on a GPU
+    when there is one, numpy otherwise (on CPUs the two measured alike, and numpy needs
+    no device). The environment variable FARM_COLOR_ENGINE overrides ``auto``."""
+    if engine == "auto":
+        engine = os.environ.get("FARM_COLOR_ENGINE", "auto")
+    if engine == "auto" and not gpu_possible():
+        engine = "numpy"  # no GPU device node: skip OpenCL's start-up (0.2-0.5 s)
+    if engine in ("auto", "opencl"):
+        from farm.compute.color import gpu_colourer
+
+        cl_colourer = gpu_colourer(require=engine == "opencl",
+                                   selector="gpu" if engine == "auto" else "auto")
+        if cl_colourer is not None:
+            return cl_colourer
+    elif engine != "numpy":
+        raise UsageError(f"FARM_COLOR_ENGINE: {engine!r} is not auto, numpy or opencl")
+    from farm.color.render import band_pool, colour
+
+    pool = band_pool()
+    return lambda raw, stats, style: colour(raw, stats, style, pool)
+
+
+class FrameSink:
+    """Colours the frames ``frames`` (default: all) of the store at ``store_path`` with
+    ``style`` and hands them to ``output`` as they become complete.
+
+    ``threads``: frames coloured at once (reading the next while one is coloured;
+    for PNG outputs, one per core so that compression uses them all)."""
+
+    def __init__(self, store_path: str | os.PathLike[str], output: Output, style: Style,
+                 smoothing: int, frames: Iterable[int] | None = None, *,
+                 colourer: Colourer | None = None, threads: int | None = None,
+                 progress: bool = False):
+        self.store_path = Path(store_path)
+        with Store(self.store_path) as store:
+            self.total = store.frames
+        self.order = sorted(set(range(self.total) if frames is None else frames))
+        if self.order and not 0 <= self.order[0] <= self.order[-1] < self.total:
+            raise StoreError(f"store {store_path}: has frames 0..{self.total - 1}")
+        self.output, self.style = output, style
+        self.stats = Statistics(self.total, smoothing)
+        # made on the scheduler thread before the first frame (a GPU colourer opens an
+        # OpenCL context and builds its kernel: a render need not wait for that)
+        self.colourer: Colourer | None = colourer
+        if threads is None:
+            from farm.color.render import default_threads
+
+            threads = 3 if output.ordered else default_threads()
+        self.threads = max(1, threads)
+        self.error: BaseException | None = None
+        # for the render's timeline: seconds colouring (summed over frame threads), seconds
+        # handing frames to the output (ffmpeg's pipe: encoding), frames written
+        self.color_s = self.write_s = 0.0
+        self.written = 0
+        self._complete = np.zeros(self.total, bool)
+        self._cond = threading.Condition()
+        self._closing = self._stopped = False
+        label = "encode" if output.ordered else "frames"
+        self._bar = Progress(len(self.order), label, unit="frames") if progress else None
+        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="farm-frame")
+        self._thread = threading.Thread(target=self._run, name="farm-sink", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ caller side
+    def frame_complete(self, f: int) -> None:
+        """Frame ``f``'s tiles and histogram are in the store. Cheap, never blocks."""
+        with self._cond:
+            if 0 <= f < self.total:
+                self._complete[f] = True
+                self._cond.notify_all()
+
+    def finish(self) -> Path:
+        """Wait until every frame is written; the finished video (or directory, or
+        still) is then in place and its path returned. Raises what went wrong (after
+        cleaning up, as :meth:`abort`), e.g. a frame that never completed."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join()
+        self._pool.shutdown(wait=True)
+        if self.error is not None:
+            self.output.abort()
+            raise self.error
+        if self._bar:
+            self._bar.close()
+        return self.output.close()
+
+    def abort(self) -> None:
+        """Stop now and remove whatever is not complete. Idempotent."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        self._thread.join()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self.output.abort()
+        if self._bar:
+            self._bar.close()
+
+    def __enter__(self) -> FrameSink:
+        return self
+
+    def __exit__(self, kind: object, *exc: object) -> None:
+        if kind is not None:
+            self.abort()
+
+    # ------------------------------------------------------------------ scheduler
+    def _ready(self, f: int) -> bool:
+        return bool(self._complete[self.stats.needs(f).start:self.stats.needs(f).stop].all())
+
+    def _run(self) -> None:
+        pending: collections.deque[tuple[int, Future[np.ndarray | None]]] = collections.deque()
+        nxt = 0
+        try:
+            if self.colourer is None:
+                self.colourer = default_colourer()
+            while True:
+                with self._cond:
+                    while True:
+                        if self._stopped:
+                            return
+                        submit = (nxt < len(self.order) and len(pending) < self.threads
+                                  and self._ready(self.order[nxt]))
+                        head = bool(pending) and pending[0][1].done()
+                        if submit or head or (nxt == len(self.order) and not pending):
+                            break
+                        if self._closing and not pending:
+                            missing = [g for g in self.stats.needs(self.order[nxt])
+                                       if not self._complete[g]]
+                            raise StoreError(f"store {self.store_path}: frame {missing[0]} is not "
+                                             f"complete (needed for frame {self.order[nxt]})")
+                        self._cond.wait()
+                if submit:
+                    fut = self._pool.submit(self._frame, self.order[nxt])
+                    fut.add_done_callback(self._wake)
+                    pending.append((self.order[nxt], fut))
+                    nxt += 1
+                elif head:
+                    f, done = pending.popleft()
+                    rgb = done.result()
+                    if self.output.ordered and rgb is not None:
+                        t0 = time.perf_counter()
+                        self.output.write(f, rgb)
+                        self.write_s += time.perf_counter() - t0
+                    self.written += 1
+                    if self._bar:
+                        self._bar.advance()
+                else:
+                    return
+        except BaseException as err:  # finish() raises it
+            self.error = err
+            for _, fut in pending:
+                fut.cancel()
+
+    def _wake(self, _fut: Future) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def _frame(self, f: int) -> np.ndarray | None:
+        """Read, colour and (unordered outputs) write frame ``f``; on a frame thread."""
+        if TEST_DELAY:
+            time.sleep(TEST_DELAY)
+        with Store(self.store_path) as store:
+            stats = self.stats.stats(f, store.histogram)
+            raw = store.raw(f)
+        self.stats.forget_before(f - self.threads)
+        t0 = time.perf_counter()
+        assert self.colourer is not None  # made before the first frame is submitted
+        rgb = self.colourer(raw, stats, self.style)
+        t1 = time.perf_counter()
+        if not self.output.ordered:
+            self.output.write(f, rgb)
+        with self._cond:
+            self.color_s += t1 - t0
+            self.write_s += time.perf_counter() - t1
+        return rgb if self.output.ordered else None

@@ -1,0 +1,309 @@
+"""The frame sink, `farm encode` and `farm frames`: one code path, clean interruptions,
+recolouring without rendering, paths checked before any work, stills as PNG."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import h5py
+import imageio_ffmpeg
+import numpy as np
+import pytest
+from conftest import job_text, run_farm
+from PIL import Image
+
+from farm import spec as specmod
+from farm.encode import VideoSettings, encode_video, open_video_sink, partial_path, write_frames
+from farm.encode import ffmpeg as ffmpegmod
+from farm.errors import StoreError
+from farm.store.reader import Store
+
+W, H, FRAMES = 64, 48, 8
+
+
+def decoded(video: Path) -> list[bytes]:
+    reader = imageio_ffmpeg.read_frames(str(video))
+    next(reader)
+    return [bytes(f) for f in reader]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    """A finished 8-frame store (64x48), made by `farm render --no-video`."""
+    d = tmp_path_factory.mktemp("encode")
+    job = d / "zoom.toml"
+    job.write_text(job_text(size=(W, H), frames=FRAMES, width=("3", "0.02"), tile=(32, 32),
+                            max_iter="auto", extra=f'[output]\nstore = "{d / "zoom.h5"}"\n'
+                            f'video = "{d / "zoom.mp4"}"\n'))
+    result = run_farm("render", str(job), "--no-video", cwd=d)
+    assert result.returncode == 0, result.stderr
+    return d / "zoom.h5"
+
+
+@pytest.fixture
+def copy(store, tmp_path) -> Path:
+    target = tmp_path / "copy.h5"
+    shutil.copy(store, target)
+    return target
+
+
+def stored_spec(store: Path) -> specmod.JobSpec:
+    with Store(store) as s:
+        return s.spec
+
+
+def test_video_during_the_render_equals_encode_afterwards(store, tmp_path):
+    """Frames handed to the sink one at a time, out of order, from another thread (as the
+    master's writer thread does) decode to exactly the frames of `encode_video`."""
+    spec = stored_spec(store)
+    after = encode_video(store, spec.color, VideoSettings(tmp_path / "after.mp4", 10), progress=False)
+    sink = open_video_sink(store, spec.color, VideoSettings(tmp_path / "during.mp4", 10))
+    order = list(range(FRAMES))
+    random.Random(3).shuffle(order)
+
+    def writer_thread() -> None:
+        for f in order:
+            time.sleep(0.01)
+            sink.frame_complete(f)
+
+    t = threading.Thread(target=writer_thread)
+    t.start()
+    t.join()
+    during = sink.finish()
+    a, b = decoded(after), decoded(during)
+    assert len(a) == FRAMES and a == b
+    assert not partial_path(during).exists()
+
+
+def test_video_made_by_farm_render_equals_farm_encode_afterwards(tmp_path, write_job):
+    """`farm render` makes the video while it renders (the master's writer thread hands
+    each completed frame to the sink); `farm encode` of the finished store afterwards
+    gives a video that decodes to the same frames. The run's timeline counts them."""
+    import h5py
+
+    job = write_job(size=(48, 32), frames=6, width=("3", "0.05"), tile=(16, 16), max_iter=300)
+    result = run_farm("render", str(job), "--quiet", env={"FARM_TEST_TILE_DELAY": "0.01"})
+    assert result.returncode == 0, result.stderr
+    during, store = tmp_path / "job.mp4", tmp_path / "job.h5"
+    result = run_farm("encode", str(store), "--video", str(tmp_path / "after.mp4"))
+    assert result.returncode == 0, result.stderr
+    assert decoded(during) == decoded(tmp_path / "after.mp4") and len(decoded(during)) == 6
+    with h5py.File(store) as f:
+        run = f["runs"][0]
+    assert run["video_frames"] == 6 and run["video_ended"] >= run["render_ended"] > 0
+
+
+def test_sink_waits_for_the_colouring_window(store, tmp_path):
+    """Frame 0 is not coloured until frames 0..K are complete (K = smoothing)."""
+    spec = stored_spec(store)
+    seen: list[int] = []
+
+    def colourer(raw, stats, style):
+        seen.append(raw.index)
+        return np.zeros((*raw.shape, 3), np.uint8)
+
+    sink = open_video_sink(store, spec.color, VideoSettings(tmp_path / "w.mp4", 10), colourer=colourer)
+    for f in range(spec.color.smoothing):  # frames 0..K-1: not enough for frame 0
+        sink.frame_complete(f)
+    time.sleep(0.3)
+    assert seen == []
+    sink.frame_complete(spec.color.smoothing)
+    deadline = time.monotonic() + 10
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert seen == [0]
+    sink.abort()
+    assert not (tmp_path / "w.mp4").exists() and not partial_path(tmp_path / "w.mp4").exists()
+
+
+def test_finish_with_missing_frames_is_an_error_and_leaves_nothing(store, tmp_path):
+    spec = stored_spec(store)
+    sink = open_video_sink(store, spec.color, VideoSettings(tmp_path / "m.mp4", 10))
+    for f in range(FRAMES - 1):
+        sink.frame_complete(f)
+    with pytest.raises(StoreError, match="frame 7 is not complete"):
+        sink.finish()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_during_encode_leaves_no_partial_video(store, tmp_path):
+    """SIGINT to the command's process group (what a terminal's Ctrl-C does) while it
+    encodes: exit 75, neither the video nor its hidden partial file remains."""
+    video = tmp_path / "int.mp4"
+    env = {**os.environ, "FARM_TEST_FRAME_DELAY": "0.5"}
+    proc = subprocess.Popen([sys.executable, "-m", "farm", "encode", str(store), "--video", str(video)],
+                            env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not partial_path(video).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert partial_path(video).exists(), "the encoder never started"
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 75, err
+    assert "interrupted" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_encode_defaults_to_the_jobs_video_and_recolours(store, tmp_path):
+    spec = stored_spec(store)
+    default = Path(spec.output.video)
+    default.unlink(missing_ok=True)
+    result = run_farm("encode", str(store))
+    assert result.returncode == 0, result.stderr
+    assert default.exists() and len(decoded(default)) == FRAMES
+    fire = tmp_path / "fire.mp4"
+    assert run_farm("encode", str(store), "--video", str(fire), "--palette", "fire",
+                    "--method", "histogram").returncode == 0
+    job = tmp_path / "colours.toml"
+    job.write_text('[color]\nmethod = "histogram"\npalette = "fire"\n'
+                   f'[output]\nvideo = "{tmp_path / "job.mp4"}"\n')
+    assert run_farm("encode", str(store), "--job", str(job)).returncode == 0
+    assert decoded(tmp_path / "job.mp4") == decoded(fire) != decoded(default)
+
+
+def test_render_after_a_colour_change_recolours_without_rendering(tmp_path, write_job):
+    """Issue 10.2: changing palette/cycles (and the video's crf) re-encodes from the stored
+    raw data: a new video, no new run in the store."""
+    job = write_job(size=(32, 24), frames=4, width=("3", "0.5"), tile=(16, 16), max_iter=100)
+    assert run_farm("render", str(job), cwd=tmp_path).returncode == 0
+    first = decoded(tmp_path / "job.mp4")
+    job.write_text(job.read_text() + '[color]\npalette = "ice"\ncycles = 1.5\n')
+    again = run_farm("render", str(job), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert decoded(tmp_path / "job.mp4") != first
+    with h5py.File(tmp_path / "job.h5") as f:  # every tile is still the first run's
+        assert f["done"][...].all() and (f["tiles/run"][...] == 0).all()
+
+
+def test_frames_range_and_parallel_pngs(store, tmp_path):
+    out = tmp_path / "png"
+    result = run_farm("frames", str(store), "--out", str(out), "--frames", "2:5", "--palette", "gray")
+    assert result.returncode == 0, result.stderr
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["frame_00002.png", "frame_00003.png", "frame_00004.png"]
+    spec = stored_spec(store)
+    gray = specmod.Color(**{**spec.color.__dict__, "palette": "gray"})
+    paths = write_frames(store, tmp_path / "all", gray, progress=False)
+    assert len(paths) == FRAMES
+    for name in names:  # the range gives the same pictures as the whole run
+        a = np.asarray(Image.open(out / name))
+        assert a.shape == (H, W, 3) and (a == np.asarray(Image.open(tmp_path / "all" / name))).all()
+    bad = run_farm("frames", str(store), "--out", str(out), "--frames", "6:99")
+    assert bad.returncode == 2 and "--frames" in bad.stderr
+
+
+@pytest.mark.parametrize("args,field", [
+    (["frames", "{store}", "--out", "/proc/frames"], "--out"),
+    (["frames", "{store}", "--out", "{file}"], "--out"),
+    (["encode", "{store}", "--video", "/proc/zoom.mp4"], "output.video"),
+    (["encode", "{store}", "--video", "{dir}"], "output.video"),
+    (["encode", "{store}", "--palette", "nope.json"], "color.palette"),
+    (["encode", "{store}", "--light", "45"], "--light"),
+    (["encode", "{store}", "--crf", "99"], "output.crf"),
+    (["frames", "{unfinished}", "--out", "{dir}/new"], "not rendered yet"),
+])
+def test_bad_outputs_fail_before_any_work(store, copy, tmp_path, args, field):
+    with h5py.File(copy, "r+") as f:
+        f["frame_done"][3] = 0
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "dir").mkdir()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    subs = {"store": str(store), "unfinished": str(copy), "file": str(tmp_path / "a_file"),
+            "dir": str(tmp_path / "dir")}
+    result = run_farm(*[a.format(**subs) for a in args])
+    assert result.returncode == 2, result.stderr
+    assert field in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written
+
+
+def test_a_still_is_a_png(tmp_path, write_job):
+    job = write_job(size=(40, 30), frames=1, tile=(16, 16), max_iter=100)
+    result = run_farm("render", str(job), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    still = tmp_path / "job.png"
+    assert not (tmp_path / "job.mp4").exists()
+    assert Image.open(still).size == (40, 30)
+    still.unlink()
+    assert run_farm("encode", str(tmp_path / "job.h5")).returncode == 0
+    assert Image.open(still).size == (40, 30)
+
+
+def test_nvenc_falls_back_to_libx264(store, tmp_path, monkeypatch, capsys):
+    """A machine that looks like it has an NVIDIA GPU but whose NVENC fails: the video is
+    made with libx264 and the fallback is said."""
+    monkeypatch.setattr(ffmpegmod, "nvidia_present", lambda: True)
+    monkeypatch.setattr(ffmpegmod, "has_encoder", lambda name: True)
+    real = ffmpegmod.try_codec
+    monkeypatch.setattr(ffmpegmod, "try_codec", lambda codec, w, h: "fake encoder failure"
+                        if codec == "h264_nvenc" else real(codec, w, h))
+    assert ffmpegmod.choose_codec("auto", 64, 48) == "libx264"
+    assert "fake encoder failure" in capsys.readouterr().err
+    spec = stored_spec(store)
+    video = encode_video(store, spec.color, VideoSettings(tmp_path / "fb.mp4", 10, codec="auto"),
+                         progress=False)
+    assert len(decoded(video)) == FRAMES
+
+
+def test_an_ffmpeg_without_nvenc_is_not_asked_to_try_it(monkeypatch, capsys):
+    monkeypatch.setattr(ffmpegmod, "nvidia_present", lambda: True)
+    monkeypatch.setattr(ffmpegmod, "has_encoder", lambda name: name != "h264_nvenc")
+    monkeypatch.setattr(ffmpegmod, "try_codec", lambda *a: pytest.fail("tried a missing codec"))
+    assert ffmpegmod.choose_codec("auto", 64, 48) == "libx264"
+    assert capsys.readouterr().err == ""
+
+
+def test_an_encoder_failure_is_one_error_and_no_file(store, tmp_path):
+    if ffmpegmod.try_codec("h264_nvenc", 64, 48) is None:
+        pytest.skip("NVENC works here")
+    spec = stored_spec(store)
+    with pytest.raises(ffmpegmod.EncodeError, match="h264_nvenc"):
+        encode_video(store, spec.color, VideoSettings(tmp_path / "x.mp4", 10, codec="h264_nvenc"),
+                     progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_palette_file_stops_render_before_any_work(tmp_path, write_job):
+    job = write_job(size=(16, 16), frames=2, extra='[color]\npalette = "missing.json"\n')
+    result = run_farm("render", str(job), cwd=tmp_path)
+    assert result.returncode == 2 and "color.palette" in result.stderr
+    assert not (tmp_path / "job.h5").exists()
+
+
+def test_an_interrupted_render_leaves_no_video_and_resume_makes_it(tmp_path, write_job):
+    """SIGINT mid-render: exit 75, no video under its name and no partial file (the video
+    process is stopped); `farm resume` renders the rest and makes the whole video, equal
+    to `farm encode` of the finished store."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import wait_for_tiles
+
+    job = write_job(size=(48, 32), frames=8, width=("3", "0.05"), tile=(16, 16), max_iter=300)
+    proc = subprocess.Popen([sys.executable, "-m", "farm", "render", str(job), "--quiet"],
+                            env={**os.environ, "FARM_TEST_TILE_DELAY": "0.1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    store, video = tmp_path / "job.h5", tmp_path / "job.mp4"
+    try:
+        wait_for_tiles(proc, store, 10)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 75, err
+    assert not video.exists() and not partial_path(video).exists()
+    result = run_farm("resume", str(store), "--quiet")
+    assert result.returncode == 0, result.stderr
+    after = run_farm("encode", str(store), "--video", str(tmp_path / "after.mp4"))
+    assert after.returncode == 0, after.stderr
+    assert decoded(video) == decoded(tmp_path / "after.mp4") and len(decoded(video)) == 8

@@ -1,0 +1,182 @@
+"""What a new user hits first: default job files at common sizes, paths that cannot be
+written, a store too big for its disk or a disk that fills, two renders of one store,
+a device that is not there. Each ends in one line and the documented exit status,
+with nothing written where nothing should be."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from conftest import run_farm, wait_for_tiles
+
+from farm.compute.device import list_devices
+from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE
+
+
+def minimal_job(path: Path, size: tuple[int, int], frames: int = 2, extra: str = "") -> Path:
+    """A job file with every optional key left out."""
+    path.write_text(textwrap.dedent(f"""
+        [view]
+        center = ["-0.7436", "0.1318"]
+        width = ["3", "0.5"]
+        [image]
+        size = [{size[0]}, {size[1]}]
+        [animation]
+        frames = {frames}
+        """) + textwrap.dedent(extra))
+    return path
+
+
+def one_line_error(result: subprocess.CompletedProcess, status: int, *words: str) -> None:
+    assert result.returncode == status, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("farm: "), result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+@contextlib.contextmanager
+def small_filesystem(where: Path, size: str, read_only: bool = False):
+    """A tmpfs of ``size`` mounted at ``where`` (root only; the test is skipped otherwise)."""
+    where.mkdir()
+    opts = f"size={size}" + (",ro" if read_only else "")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)],
+                             capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (640, 480), (321, 241), (2, 2), (1, 1)])
+def test_a_job_with_every_default_renders(tmp_path, size):
+    """No tile, store, video or iteration keys: the defaults work at any size, smaller
+    than a tile included (the default tile is 1024x1024)."""
+    job = minimal_job(tmp_path / "plain.toml", size)
+    video = size != (1, 1)  # a video needs 2x2 pixels at least
+    args = ["render", str(job), "--quiet"] + ([] if video else ["--no-video"])
+    result = run_farm(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    store = tmp_path / "renders" / "plain.h5"
+    with h5py.File(store) as f:
+        assert f["iterations"].shape == (2, size[1], size[0])
+        assert f["done"][...].all() and f["frame_done"][...].all()
+        counts = f["iterations"][...]
+        assert np.array_equal(f["histogram"][0][:counts.max() + 1],
+                              np.bincount(counts[0].ravel(), minlength=counts.max() + 1))
+    if video:
+        assert (tmp_path / "renders" / "plain.mp4").stat().st_size > 0
+
+
+def test_unwritable_store_and_video_paths_are_refused_before_any_work(tmp_path):
+    for key, path in (("store", "/proc/zoom.h5"), ("video", "/proc/zoom.mp4")):
+        job = minimal_job(tmp_path / f"{key}.toml", (32, 24), extra=f"""
+            [output]
+            {key} = "{path}"
+            """)
+        result = run_farm("render", str(job), "--quiet", cwd=tmp_path)
+        one_line_error(result, EXIT_USAGE, f"output.{key}", path)
+        assert not (tmp_path / "renders").exists()  # nothing written, not even the other output
+    with small_filesystem(tmp_path / "ro", "1m", read_only=True) as ro:
+        job = minimal_job(tmp_path / "ro.toml", (32, 24), extra=f"""
+            [output]
+            store = "{ro / 'sub' / 'z.h5'}"
+            """)
+        result = run_farm("render", str(job), "--quiet", cwd=tmp_path)
+        one_line_error(result, EXIT_USAGE, "output.store", "read-only")
+
+
+def test_a_store_too_big_for_its_disk_is_refused(tmp_path):
+    with small_filesystem(tmp_path / "small", "1m") as small:
+        job = minimal_job(tmp_path / "big.toml", (640, 480), frames=4, extra=f"""
+            [output]
+            store = "{small / 'big.h5'}"
+            video = "{small / 'big.mp4'}"
+            """)
+        validate = run_farm("validate", str(job))
+        assert validate.returncode == 0, validate.stderr
+        size = re.search(r"store size ([\d.]+) MB when complete .* does not fit", validate.stdout)
+        assert size, validate.stdout
+        pixels = 4 * 640 * 480 * 8  # iterations and fraction, 4 bytes each
+        assert pixels / 1e6 <= float(size.group(1)) <= pixels / 1e6 + 0.5  # + bookkeeping
+        result = run_farm("render", str(job), "--quiet")
+        one_line_error(result, EXIT_USAGE, "output.store", f"needs {size.group(1)} MB",
+                       "--ignore-free-space")
+        assert list(small.iterdir()) == []
+
+
+def test_a_disk_that_fills_stops_the_render_and_resume_finishes_it(tmp_path):
+    """A full disk mid-render stops like an interrupt (exit 75, one line), keeps every
+    finished tile, and a resume once there is space ends identical to a plain render."""
+    extra = "[render]\ntile = [64, 64]\n"
+    ref_job = minimal_job(tmp_path / "ref.toml", (256, 128), frames=20, extra=extra)
+    assert run_farm("render", str(ref_job), "--no-video", "--quiet", cwd=tmp_path).returncode == 0
+    with small_filesystem(tmp_path / "disk", "3m") as disk:
+        job = minimal_job(tmp_path / "full.toml", (256, 128), frames=20, extra=extra + f"""
+            [output]
+            store = "{disk / 'z.h5'}"
+            """)
+        result = run_farm("render", str(job), "--no-video", "--quiet", "--ignore-free-space")
+        assert result.returncode == EXIT_INTERRUPTED, result.stderr
+        last = result.stderr.strip().splitlines()[-1]
+        assert "is full" in last and "farm resume" in last, result.stderr
+        with h5py.File(disk / "z.h5") as f:
+            kept = int(f["done"][...].sum())
+        assert 0 < kept < 20 * 8
+        subprocess.run(["mount", "-o", "remount,size=8m", str(disk)], check=True)
+        result = run_farm("resume", str(disk / "z.h5"), "--no-video", "--quiet")
+        assert result.returncode == 0, result.stderr
+        with h5py.File(disk / "z.h5") as a, h5py.File(tmp_path / "renders" / "ref.h5") as b:
+            for name in ("iterations", "fraction", "histogram", "done", "frame_done"):
+                assert np.array_equal(a[name][...], b[name][...]), name
+
+
+def test_two_renders_of_one_store_cannot_run_at_once(tmp_path):
+    """The second render (or resume) refuses, naming the first; `farm status` shows who
+    renders; a first render killed with SIGKILL leaves nothing that blocks a resume."""
+    job = minimal_job(tmp_path / "zoom.toml", (96, 64), frames=12, extra="""
+        [render]
+        tile = [16, 16]
+        """)
+    store = tmp_path / "renders" / "zoom.h5"
+    # 0.2 s a tile: the first render lasts a minute unless killed, which the test does
+    first = subprocess.Popen([sys.executable, "-m", "farm", "render", str(job), "--no-video", "--quiet"],
+                             cwd=tmp_path, env={**os.environ, "FARM_TEST_TILE_DELAY": "0.2"},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_tiles(first, store, 3)
+        for args in (("render", str(job), "--no-video"), ("resume", str(store), "--no-video")):
+            second = run_farm(*args, "--quiet", cwd=tmp_path)
+            one_line_error(second, EXIT_USAGE, "being rendered by", f"pid {first.pid}")
+        status = run_farm("status", str(store))
+        assert status.returncode == 0 and f"rendering  pid {first.pid}" in status.stdout, status.stdout
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    status = run_farm("status", str(store))
+    assert "nothing is rendering it" in status.stdout, status.stdout
+    assert "ETA" not in status.stdout
+    result = run_farm("resume", str(store), "--no-video", "--quiet")
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.skipif(any(i.kind == "GPU" for i, _ in list_devices()), reason="this machine has a GPU")
+def test_asking_for_a_missing_gpu_writes_nothing(tmp_path):
+    job = minimal_job(tmp_path / "gpu.toml", (32, 24))
+    result = run_farm("render", str(job), "--device", "gpu", "--quiet", cwd=tmp_path)
+    assert result.returncode == 1 and "no OpenCL GPU" in result.stderr, result.stderr
+    assert not (tmp_path / "renders").exists()
