@@ -140,45 +140,64 @@ class Scan:
 RETURN_LOG2 = -48  # a return closer than 2^-48 (relative) hints at an attracting cycle
 
 
-def scan(center: Sequence[str], bits: int, log2_radii: Sequence[float], max_iter: int) -> Scan:
+def scan(center: Sequence[str], bits: int, log2_radii: Sequence[float], max_iter: int,
+         period_steps: int | None = None) -> Scan:
     """Iterate the centre c with its derivative, finding for each disc radius r (given
     as log2 r, so that depths beyond double's range work) the lowest period n with
     |z_n| < r |dz_n|, and watching for an escape or a return (Brent's cycle finding:
-    z is compared with its value at the last power of two). Stops at an escape (then
-    iterates on to |z| > 2^16 for the distance estimate), at a return, or after
-    ``max_iter`` steps (callers cap it to bound the cost). A radius whose period is not
+    z is compared with its value at the last power of two, in doubles). Stops at an
+    escape (its distance estimate from a second pass with the derivative), at a return,
+    or after ``max_iter`` steps, or ``period_steps`` (default the same) while some radius
+    has no period yet (callers cap both to bound the cost). A radius whose period is not
     found by then gets 0 (an attracted orbit never comes near 0 again)."""
     radii = list(log2_radii)
     order = sorted(range(len(radii)), key=lambda k: -radii[k])  # widest disc first
     periods = [0] * len(radii)
-    nxt = 0
+    steps = max(max_iter, period_steps or 0)
+    tiny = 2.0 ** RETURN_LOG2
+    nxt, n = 0, 0
     with _prec(bits):
         c = parse(center, bits)
-        z = dz = saved = mpc(0)
-        saved_at, watch = 0, True
-        for n in range(1, max_iter + 1):
-            dz = 2 * z * dz + 1
+        # |z| < r |dz| as |z|^2 < r^2 |dz|^2 (mpfr: any depth)
+        r2 = [gmpy2.mul_2exp(mpfr(2.0 ** (2 * radii[k] - math.floor(2 * radii[k]))),
+                             math.floor(2 * radii[k])) for k in order]
+        z = dz = saved_z = mpc(0)
+        saved, saved_at, watch = 0j, 0, True
+        pending: tuple[int, int, mpc, mpfr] | None = None  # (q, when, z then, |move|)
+        for n in range(1, steps + 1):
+            if nxt < len(order):  # the derivative, while periods are looked for
+                dz = 2 * z * dz + 1
             z = z * z + c
-            if gmpy2.norm(z) > 4:
-                return Scan(tuple(periods), n, _exterior_de(z, dz, c), 0, n)
+            zf = complex(z)
+            if zf.real * zf.real + zf.imag * zf.imag > 4:
+                return Scan(tuple(periods), n, _exterior_de(c, n), 0, n)
             if nxt < len(order):
-                q = log2_abs(z) - log2_abs(dz)  # log2 |z_n| / |dz_n|
-                while nxt < len(order) and q < radii[order[nxt]]:
+                az2, adz2 = gmpy2.norm(z), gmpy2.norm(dz)
+                while nxt < len(order) and az2 < r2[nxt] * adz2:
                     periods[order[nxt]] = n
                     nxt += 1
-            if watch and log2_abs(z - saved) < RETURN_LOG2 + max(0.0, log2_abs(z)):
-                if attracting_cycle(c, n - saved_at, bits) is not None:
-                    return Scan(tuple(periods), 0, None, n - saved_at, n)
-                watch = False  # a repelling cycle (a Misiurewicz point): the scan goes on
+            elif n > max_iter:
+                break
+            if pending is not None and n == pending[1]:
+                # a return: attracted when the next period moves z less than the last
+                # (at full precision: the moves can be far below a double's resolution)
+                q, _, then, moved = pending
+                if abs(z - then) <= moved and attracting_cycle(c, q, bits, z) is not None:
+                    return Scan(tuple(periods), 0, None, q, n)
+                pending, watch = None, False  # repelling (a Misiurewicz point): scan on
+            elif watch and pending is None and abs(zf - saved) < tiny * max(abs(zf), 1.0):
+                pending = (n - saved_at, 2 * n - saved_at, z, abs(z - saved_z))
             if n & (n - 1) == 0:  # a power of two: the next comparisons are with z_n
-                saved, saved_at = z, n
-    return Scan(tuple(periods), 0, None, 0, max_iter)
+                saved, saved_z, saved_at = zf, z, n
+    return Scan(tuple(periods), 0, None, 0, min(n, steps))
 
 
-def _exterior_de(z: mpc, dz: mpc, c: mpc) -> float:
-    """log2 of 2 |z| ln|z| / |dz| once |z| > 2^16 (iterating on from an escaped z)."""
-    for _ in range(64):
-        if log2_abs(z) > 16:
+def _exterior_de(c: mpc, escaped: int) -> float:
+    """log2 of 2 |z| ln|z| / |dz| of c's orbit once |z| > 2^16, past its escape at
+    ``escaped`` (iterated again from 0, with the derivative)."""
+    z = dz = mpc(0)
+    for n in range(escaped + 64):
+        if n >= escaped and log2_abs(z) > 16:
             break
         dz = 2 * z * dz + 1
         z = z * z + c
@@ -243,21 +262,25 @@ class Cycle:
     log2_de: float
 
 
-def attracting_cycle(c: mpc, period: int, bits: int, max_steps: int = 64) -> Cycle | None:
+def attracting_cycle(c: mpc, period: int, bits: int, start: mpc | None = None,
+                     max_steps: int = 24) -> Cycle | None:
     """The cycle of period ``period`` of c found by Newton's method on f^p(w) = w from
-    w = z_p(c), with |lambda| < 1, or None (no such cycle: c is not inside a component
-    of that period)."""
+    ``start`` (default z_p(c)), with |lambda| < 1, or None (no such cycle: c is not
+    inside a component of that period; Newton gives up early where the multiplier at
+    its iterate is far above 1)."""
     with _prec(bits):
-        w = mpc(0)
-        for _ in range(period):
-            w = w * w + c
+        w = start
+        if w is None:
+            w = mpc(0)
+            for _ in range(period):
+                w = w * w + c
         tol = mpfr(2) ** (-bits + 8)
-        for _ in range(max_steps):
+        for step_count in range(max_steps):
             z, dz = w, mpc(1)
             for _ in range(period):
                 dz = 2 * z * dz
                 z = z * z + c
-            if dz == 1:
+            if dz == 1 or (step_count >= 2 and abs(dz) > 2):
                 return None
             step = (z - w) / (dz - 1)
             w = w - step

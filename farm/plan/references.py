@@ -94,10 +94,12 @@ class Fate:
 SCAN_BIT_STEPS = 3e8  # the centre's scan costs at most about this many bit-steps (~1 s)
 
 
-def _scan_steps(max_iter: int, bits: int) -> int:
-    """Steps of the centre's scan: beyond the frames' iteration limit (a nucleus whose
-    period exceeds it still serves), within the cost bound (at least 10^5)."""
-    return min(4 * max_iter + 1000, max(100_000, int(SCAN_BIT_STEPS / bits)))
+def _scan_steps(max_iter: int, bits: int) -> tuple[int, int]:
+    """(steps watching the centre's fate, steps looking for periods) of its scan: the
+    frames' iteration limit, and beyond it for periods (a nucleus whose period exceeds
+    the limit still serves), both within the cost bound (at least 10^5 steps)."""
+    cap = max(100_000, int(SCAN_BIT_STEPS / bits))
+    return min(max_iter, cap), min(4 * max_iter + 1000, cap)
 
 
 def _log2_radius(plan, frame) -> float:
@@ -130,8 +132,8 @@ def select(plan, progress: Callable[[str], None] | None = None) -> References | 
         centre = center_reference(center, bits, max_iter, plan)
         return References((centre,), tuple(0 if f.precision == "perturb" else -1 for f in plan.frames))
     radii = [_log2_radius(plan, f) for f in frames]
-    steps = _scan_steps(max_iter, bits)
-    scan = per.scan(center, bits, radii, steps)
+    steps, period_steps = _scan_steps(max_iter, bits)
+    scan = per.scan(center, bits, radii, steps, period_steps)
     nuclei: list[tuple[Reference, float]] = []  # (reference, log2 distance from the centre)
     for p in sorted(set(scan.periods) - {0}):
         ref = nucleus_reference(center, p, bits, plan)
@@ -174,7 +176,7 @@ def fate_of(plan) -> Fate:
     otherwise): a scan at the deepest frame's precision."""
     bits = max(f.bits for f in plan.frames)
     max_iter = max(f.max_iter for f in plan.frames)
-    steps = _scan_steps(max_iter, bits)
+    steps, _ = _scan_steps(max_iter, bits)
     center = plan.spec.view.center
     return _fate(per.scan(center, bits, [], steps), center, bits)
 
