@@ -2,7 +2,7 @@
 # One GPU session (benchmarks on the lent machine): checks, then kernel and farm timings.
 # Run from the repository root with pyopencl importable; logs and tables go to $OUT.
 # Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [steps]   steps: any of
-#   devices tests kernels quick ptx bench perturb farm scaling
+#   devices tests kernels quick ptx bench perturb skipping farm scaling
 #   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
@@ -39,6 +39,11 @@ for step in $steps; do
     perturb)
       log "perturbation: crossover and skipping"
       python3 benchmarks/perturb.py 2>&1 | tee "$OUT/perturb.txt" ;;
+    skipping)
+      log "skipping against minibrot references (issue 14): the 1080p targets"
+      FARM_TEST_DEVICES=gpu python3 -m pytest -q -p no:cacheprovider tests/test_skip.py \
+        tests/test_bla.py 2>&1 | tail -3 | tee "$OUT/skipping_tests.txt"
+      python3 benchmarks/skipping.py --json 2>&1 | tee "$OUT/skipping.txt" ;;
     ptx)
       log "fp128 without PTX"
       FARM_NO_PTX=1 python3 benchmarks/kernels.py --quick --formats fp128 2>&1 | tee "$OUT/noptx.txt" ;;

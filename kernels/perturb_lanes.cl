@@ -106,6 +106,7 @@ typedef struct {
     long m[LANES], n[LANES];       /* reference step, iterations done */
     long live[LANES];              /* -1: the lane holds a pixel */
     double zr[LANES], zi[LANES], mag[LANES]; /* z after the last step, |z|^2 */
+    long flag[LANES], len[LANES];  /* a mask's lanes; skip lengths */
     long runs[LANES];              /* consecutive wraps (wrap_track.wraps) */
     wrap_track track[LANES];       /* the interior test's memory (its wraps: runs) */
     uint pix[LANES];               /* the lane's pixel */
@@ -266,18 +267,18 @@ void escape_lanes(FORMAT_ARGS, uint first, uint stride, uint npix, uint tw, uint
         if (lanes_any(tries))
             tries &= lanes_can_skip(bla_r, bla_off, bla_levels, m, n, max_iter, dr, di);
         if (lanes_any(tries)) {
-            vlong len = (vlong)0;
             vstore_lanes(dr, 0, t.dr);
             vstore_lanes(di, 0, t.di);
             vstore_lanes(dcr, 0, t.dcr);
             vstore_lanes(dci, 0, t.dci);
             vstore_lanes(m, 0, t.m);
             vstore_lanes(n, 0, t.n);
+            vstore_lanes(tries, 0, t.flag);
             for (uint k = 0; k < LANES; ++k)
-                if (tries[k])
-                    len[k] = lane_skip(FORMAT_ARG_NAMES, &t, k, max_iter);
+                t.len[k] = t.flag[k] ? lane_skip(FORMAT_ARG_NAMES, &t, k, max_iter) : 0;
             dr = vload_lanes(0, t.dr);
             di = vload_lanes(0, t.di);
+            vlong len = vload_lanes(0, t.len);
             const vlong step = len == (vlong)0;
             dr = select(dr, nr, step);
             di = select(di, ni, step);
@@ -310,8 +311,9 @@ void escape_lanes(FORMAT_ARGS, uint first, uint stride, uint npix, uint tw, uint
             vstore_lanes(zr, 0, t.zr);
             vstore_lanes(zi, 0, t.zi);
             vstore_lanes(mag, 0, t.mag);
+            vstore_lanes(rare, 0, t.flag);
             for (uint k = 0; k < LANES; ++k)
-                if (rare[k])
+                if (t.flag[k])
                     lane_after(FORMAT_ARG_NAMES, &t, k, max_iter, &next, stride, npix, tw, sink);
             LANES_LOAD();
         }
