@@ -10,15 +10,18 @@ period after period, and the skip tables can take whole periods. Selection, per 
    of the lowest-period atom each frame's disc meets (the disc holds the view: radius
    half the diagonal).
 2. For each period found, Newton's method from the centre finds a nucleus of that
-   period; it serves the frames with that period whose disc it lies within
-   ``NUCLEUS_REACH`` radii of (otherwise it is too far for the deltas to stay small).
+   period. Each frame takes the lowest-period nucleus that lies within
+   ``NUCLEUS_REACH`` radii of its disc (a nucleus further away would make the deltas
+   large); a deeper frame's nucleus often serves shallower frames too.
 3. Frames without a usable nucleus (a centre outside the set, or inside a component
    whose disc meets no atom of lower period) use the centre itself, iterated to the
    frames' iteration limit or to its escape, as before. So do the units of an
    exponential map (farm/plan/expmap.py: its polar tiles are offsets from the centre).
 
 Each distinct reference is stored once (store ``reference/*``), broadcast once to MPI
-workers, and read back on resume; frames point at theirs by index.
+workers, and read back on resume; frames point at theirs by index. The same scan
+tells the centre's own fate (it escapes, or is attracted to a cycle), from which
+farm/plan/structure.py warns of a zoom into nothing.
 """
 
 from __future__ import annotations
