@@ -79,20 +79,24 @@ class VideoOutput:
 
     ordered = True
 
-    def __init__(self, settings: VideoSettings, width: int, height: int):
+    def __init__(self, settings: VideoSettings, width: int, height: int, *,
+                 threads: int | None = None, faststart: bool = True):
         even_size(width, height)  # a 1-pixel-wide video is an error now, not later
         self.settings, self.size = settings, (width, height)
+        self.threads, self.faststart = threads, faststart
         self.encoder: VideoEncoder | None = None
 
-    def write(self, f: int, rgb: np.ndarray) -> None:
+    def _start(self) -> VideoEncoder:
         if self.encoder is None:
-            self.encoder = VideoEncoder(self.settings, *self.size)
-        self.encoder.write(rgb)
+            self.encoder = VideoEncoder(self.settings, *self.size, threads=self.threads,
+                                        faststart=self.faststart)
+        return self.encoder
+
+    def write(self, f: int, rgb: np.ndarray) -> None:
+        self._start().write(rgb)
 
     def close(self) -> Path:
-        if self.encoder is None:
-            self.encoder = VideoEncoder(self.settings, *self.size)
-        return self.encoder.close()
+        return self._start().close()
 
     def abort(self) -> None:
         if self.encoder is not None:
