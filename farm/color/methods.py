@@ -41,7 +41,7 @@ import numpy as np
 
 from farm.color.distance import line_cover, shading, slopes
 from farm.color.palettes import LUT_SIZE, lut
-from farm.color.relief import shade_estimated
+from farm.color.relief import palette_entries, shade_estimated
 from farm.color.stats import FrameStats
 from farm.raw import RawFrame
 
@@ -153,7 +153,8 @@ def histogram_index(raw: RawFrame, stats: FrameStats, style: Style) -> np.ndarra
 
 
 def histogram(raw: RawFrame, stats: FrameStats, style: Style) -> np.ndarray:
-    return np.take(style.table, histogram_index(raw, stats, style), axis=0)
+    # histogram_index's entries in fewer passes (farm.color.relief.positions)
+    return np.take(style.table, palette_entries(raw, stats, style.cycles, INTERIOR), axis=0)
 
 
 def smooth(raw: RawFrame, stats: FrameStats, style: Style) -> np.ndarray:

@@ -62,18 +62,34 @@ def positions(mu: np.ndarray, stats: FrameStats, cycles: float) -> np.ndarray:
     """Palette entry (intp, same shape as ``mu``) of each escape time by the histogram
     method: the frame's CDF times ``cycles * LUT_SIZE`` interpolated at ``mu``, taken
     mod LUT_SIZE. ``mu`` float64, >= 0 (interior pixels: any value >= 0, their entry is
-    the caller's to replace). Past the table's end, its last value: indices are clipped
-    to the table and the last step is 0."""
-    scaled, steps = stats.positions(cycles)
-    whole = np.floor(mu)
-    x = np.subtract(mu, whole)
-    i = whole.astype(np.intp)
-    pos = np.take(scaled, i, mode="clip")
+    the caller's to replace). The interpolation is ``base[i] + steps[i] * mu`` with
+    ``i = floor(mu)`` (:meth:`FrameStats.positions`); past the table's end, its last
+    value (indices clipped to the table, whose last step is 0)."""
+    _, steps, base = stats.positions(cycles)
+    i = mu.astype(np.intp)  # floor: mu >= 0
+    pos = np.take(base, i, mode="clip")
     step = np.take(steps, i, mode="clip")
-    step *= x
+    step *= mu
     pos += step
     idx = pos.astype(np.intp)
     idx &= LUT_SIZE - 1
+    return idx
+
+
+def escape_times(raw: RawFrame) -> np.ndarray:
+    """``mu = n + d`` (float64, (H, W)) of a one-sample frame, at least 0 (interior
+    pixels hold their offset, 0 from the kernels)."""
+    mu = np.add(raw.iterations, raw.fraction, dtype=np.float64)
+    if raw.fraction.size and raw.fraction.min() < -1.0:  # not from the kernels
+        np.maximum(mu, 0.0, out=mu)
+    return mu
+
+
+def palette_entries(raw: RawFrame, stats: FrameStats, cycles: float, interior: int) -> np.ndarray:
+    """The histogram method's table entry of each pixel (intp (H, W)): :func:`positions`
+    of the escape time, ``interior`` for interior pixels."""
+    idx = positions(escape_times(raw), stats, cycles)
+    np.putmask(idx, raw.iterations == 0, interior)
     return idx
 
 
@@ -165,11 +181,9 @@ def shade_estimated(raw: RawFrame, stats: FrameStats, planes: np.ndarray, interi
     """uint8 (H, W, 3): the ``shade`` colours of a one-sample frame without a stored
     distance. ``planes``: float32 (3, LUT_SIZE + 1), the palette's red, green and blue,
     then the interior colour at entry ``interior``."""
-    n, d = raw.iterations, raw.fraction
+    n = raw.iterations
     h, w = n.shape
-    mu = np.add(n, d, dtype=np.float64)
-    if d.size and d.min() < -1.0:  # not from the kernels: keep mu >= 0 for positions
-        np.maximum(mu, 0.0, out=mu)
+    mu = escape_times(raw)
     inside = n == 0
     has_inside = bool(inside.any())
     idx = positions(mu, stats, cycles)
@@ -182,6 +196,7 @@ def shade_estimated(raw: RawFrame, stats: FrameStats, planes: np.ndarray, interi
         np.greater(near, inside, out=near)  # NaN but not interior: next to it
         flat = np.flatnonzero(near)
         lam.ravel()[flat] = near_interior(mu, flat, light, relief)
+        np.putmask(lam, inside, F32(1.0))  # flat ground: a = 1, G = 0, the interior colour
     # a = min(L, 1 + gloss - gloss L); G = 255 gloss max(L - 1, 0) + 0.5 (rounding)
     t = np.multiply(lam, F32(gloss))
     a = np.subtract(F32(1.0 + gloss), t)
@@ -189,9 +204,6 @@ def shade_estimated(raw: RawFrame, stats: FrameStats, planes: np.ndarray, interi
     t *= F32(255.0)
     t += F32(0.5 - 255.0 * gloss)
     np.maximum(t, const(0.5, t.shape), out=t)
-    if has_inside:
-        np.putmask(a, inside, F32(1.0))
-        np.putmask(t, inside, F32(0.5))
     out = np.empty((h, w, 3), np.uint8)
     channel = np.empty((h, w), F32)
     for c in range(3):  # planes: long loops (an (H, W, 3) float array has inner loops of 3)
@@ -201,4 +213,5 @@ def shade_estimated(raw: RawFrame, stats: FrameStats, planes: np.ndarray, interi
     return out
 
 
-__all__ = ["double_gradient", "lambert", "near_interior", "positions", "shade_estimated"]
+__all__ = ["double_gradient", "escape_times", "lambert", "near_interior", "palette_entries", "positions",
+           "shade_estimated"]
