@@ -68,6 +68,9 @@ store = "{store}"
 class NullOutput:
     ordered = True
 
+    def prepare(self) -> None:
+        pass
+
     def write(self, f: int, rgb: np.ndarray) -> None:
         pass
 

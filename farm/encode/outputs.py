@@ -29,6 +29,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 class Output(Protocol):
     ordered: bool
 
+    def prepare(self) -> None: ...
     def write(self, f: int, rgb: np.ndarray) -> None: ...
     def close(self) -> Path: ...
     def abort(self) -> None: ...
@@ -74,8 +75,8 @@ def png_name(f: int) -> str:
 
 
 class VideoOutput:
-    """The video; ffmpeg starts with the first frame (on the sink's thread, so a render
-    does not wait for the codec choice and ffmpeg's start)."""
+    """The video; ffmpeg starts on the sink's thread (so a render does not wait for the
+    codec choice and ffmpeg's start) before the first frame is ready (:meth:`prepare`)."""
 
     ordered = True
 
@@ -91,6 +92,9 @@ class VideoOutput:
             self.encoder = VideoEncoder(self.settings, *self.size, threads=self.threads,
                                         faststart=self.faststart)
         return self.encoder
+
+    def prepare(self) -> None:
+        self._start()
 
     def write(self, f: int, rgb: np.ndarray) -> None:
         self._start().write(rgb)
@@ -112,6 +116,9 @@ class PngOutput:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
 
+    def prepare(self) -> None:
+        pass
+
     def write(self, f: int, rgb: np.ndarray) -> None:
         save_png(rgb, self.directory / png_name(f))
 
@@ -130,6 +137,9 @@ class StillOutput:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def prepare(self) -> None:
+        pass
 
     def write(self, f: int, rgb: np.ndarray) -> None:
         save_png(rgb, self.path)

@@ -182,6 +182,7 @@ class FrameSink:
         try:
             if self.colourer is None:
                 self.colourer = default_colourer()
+            self.output.prepare()  # the encoder starts before the first frame is ready
             while True:
                 with self._cond:
                     while True:
