@@ -2,21 +2,29 @@
 
     python benchmarks/encode.py [--store S | --size 1920x1080 --frames 60] [--out DIR]
                                 [--presets ultrafast,veryfast,faster,medium] [--engines numpy,opencl]
-                                [--repeat N]
+                                [--methods shade,histogram] [--repeat N]
+
+On the GPU machine (issue 11's figures; about a minute):
+
+    python benchmarks/encode.py --frames 120 --repeat 2
 
 Without --store it renders a Seahorse Valley zoom (f64, widths 0.02 to 1e-7) with
 `farm render --no-video`. Then it measures, on the same frames:
 
 * colouring alone: every frame read from the store and coloured by each engine (numpy
   bands on every core; the OpenCL kernel on the best device) and method, output dropped;
-* `farm encode STORE` (the store's settings: method, crf, preset, codec) and
-  `farm frames STORE` (PNG), whole commands, start-up included;
+* `farm encode STORE --method M` for each method (the store's other settings: crf,
+  preset, codec), in as many segments as this machine gets (farm/encode/segments.py),
+  and in one segment (FARM_ENCODE_SEGMENTS=1) where that differs; `farm frames STORE`
+  (PNG); whole commands, start-up included, wall-clock and CPU seconds;
 * ffmpeg encoding the PNGs that `farm frames` wrote, with the same codec settings
   (the 2-core target: `farm encode` at most 1.3x this);
 * with --presets: ffmpeg from the PNGs with each x264 preset (and h264_nvenc where it
   works) at the store's crf: time, size, and quality against the PNGs (SSIM, PSNR).
 
-Prints one table; frames/s are frames of the store per wall-clock second.
+Prints the measurements, then issue 11's table for this machine. frames/s are frames
+of the store per wall-clock second; with --repeat N each command runs N times,
+alternated, and the best is kept (a shared machine).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -35,7 +44,9 @@ import numpy as np
 
 from farm import spec as specmod
 from farm.color.methods import Style
+from farm.color.render import default_threads
 from farm.encode.ffmpeg import choose_codec, codec_args, ffmpeg_binary, try_codec
+from farm.encode.segments import segment_count
 from farm.encode.sink import FrameSink, default_colourer
 from farm.store.reader import Store
 
@@ -57,6 +68,9 @@ store = "{store}"
 class NullOutput:
     ordered = True
 
+    def prepare(self) -> None:
+        pass
+
     def write(self, f: int, rgb: np.ndarray) -> None:
         pass
 
@@ -67,17 +81,25 @@ class NullOutput:
         pass
 
 
-def farm(*args: str) -> float:
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall-clock seconds, CPU seconds of the command and its children)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "farm", *args], check=True, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL, env=env)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def farm(*args: str, env: dict[str, str] | None = None) -> tuple[float, float]:
+    return timed([sys.executable, "-m", "farm", *args], env)
 
 
 def make_store(out: Path, size: tuple[int, int], frames: int) -> Path:
     store = out / "bench.h5"
     job = out / "bench.toml"
     job.write_text(JOB.format(w=size[0], h=size[1], frames=frames, store=store))
-    seconds = farm("render", str(job), "--no-video", "--quiet", "--restart")
+    seconds, _ = farm("render", str(job), "--no-video", "--quiet", "--restart")
     print(f"rendered {store} ({frames} frames {size[0]}x{size[1]}) in {seconds:.1f} s", file=sys.stderr)
     return store
 
@@ -96,13 +118,12 @@ def colour_only(store: Path, engine: str, method: str) -> float:
     return frames / (time.perf_counter() - t0)
 
 
-def ffmpeg_from_pngs(pngs: Path, fps: int, codec: str, crf: int, preset: str, video: Path) -> float:
+def ffmpeg_from_pngs(pngs: Path, fps: int, codec: str, crf: int, preset: str,
+                     video: Path) -> tuple[float, float]:
     cmd = [ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-framerate", str(fps),
            "-i", str(pngs / "frame_%05d.png"), *codec_args(codec, crf, preset),
            "-pix_fmt", "yuv420p", "-movflags", "+faststart", "-y", str(video)]
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True)
-    return time.perf_counter() - t0
+    return timed(cmd)
 
 
 def quality(video: Path, pngs: Path, fps: int) -> tuple[float, float]:
@@ -150,38 +171,78 @@ def main() -> None:
                 continue
             rows.append((f"colour only, {engine}, {method}", f"{rate:.1f}", ""))
 
-    video, pngs = out / "farm.mp4", out / "png"
-    t_enc = t_png = t_ff = float("inf")
+    pngs = out / "png"
+    methods = args.methods.split(",")
+    segments = segment_count(frames, spec.animation.fps)
+    runs: dict[str, tuple[float, float]] = {}
+
+    def keep(name: str, result: tuple[float, float]) -> None:
+        old = runs.get(name, (float("inf"), float("inf")))
+        runs[name] = (min(old[0], result[0]), min(old[1], result[1]))
+
+    one = {**os.environ, "FARM_ENCODE_SEGMENTS": "1"}
     for _ in range(args.repeat):  # alternate, keep the best of each (a shared machine)
-        t_enc = min(t_enc, farm("encode", str(store), "--video", str(video)))
+        for m in methods:
+            keep(f"encode {m}", farm("encode", str(store), "--video", str(out / f"farm_{m}.mp4"),
+                                     "--method", m))
+            if segments > 1:
+                keep(f"encode1 {m}", farm("encode", str(store), "--video", str(out / f"farm1_{m}.mp4"),
+                                          "--method", m, env=one))
         shutil.rmtree(pngs, ignore_errors=True)
-        t_png = min(t_png, farm("frames", str(store), "--out", str(pngs)))
-        t_ff = min(t_ff, ffmpeg_from_pngs(pngs, spec.animation.fps, codec, o.crf, o.preset,
-                                          out / "ffmpeg.mp4"))
-    rows.append(("farm encode", f"{frames / t_enc:.1f}",
-                 f"{t_enc:.2f} s, {video.stat().st_size / 1e6:.1f} MB"))
+        keep("frames", farm("frames", str(store), "--out", str(pngs)))
+        keep("ffmpeg", ffmpeg_from_pngs(pngs, spec.animation.fps, codec, o.crf, o.preset, out / "ffmpeg.mp4"))
+    t_ff, c_ff = runs["ffmpeg"]
+    for m in methods:
+        t, c = runs[f"encode {m}"]
+        size = (out / f"farm_{m}.mp4").stat().st_size / 1e6
+        rows.append((f"farm encode --method {m} ({segments} segment{'s' * (segments > 1)})",
+                     f"{frames / t:.1f}",
+                     f"{t:.2f} s, CPU {c:.2f} s, {size:.1f} MB; / ffmpeg {t / t_ff:.2f}"))
+        if segments > 1:
+            t1, c1 = runs[f"encode1 {m}"]
+            rows.append((f"farm encode --method {m} (1 segment)", f"{frames / t1:.1f}",
+                         f"{t1:.2f} s, CPU {c1:.2f} s; / ffmpeg {t1 / t_ff:.2f}"))
     if codec != "libx264":  # e.g. NVENC chosen: libx264 too, for comparison
-        t_x = farm("encode", str(store), "--video", str(out / "farm_x264.mp4"), "--codec", "libx264")
+        t_x, _ = farm("encode", str(store), "--video", str(out / "farm_x264.mp4"), "--codec", "libx264")
         rows.append(("farm encode --codec libx264", f"{frames / t_x:.1f}", f"{t_x:.2f} s"))
-    rows.append(("farm frames (PNG)", f"{frames / t_png:.1f}", f"{t_png:.2f} s"))
+    t_png, c_png = runs["frames"]
+    rows.append(("farm frames (PNG)", f"{frames / t_png:.1f}", f"{t_png:.2f} s, CPU {c_png:.2f} s"))
     rows.append((f"ffmpeg from PNG ({codec}, same settings)", f"{frames / t_ff:.1f}",
-                 f"{t_ff:.2f} s; farm encode / ffmpeg = {t_enc / t_ff:.2f}"))
+                 f"{t_ff:.2f} s, CPU {c_ff:.2f} s"))
 
     presets = [p for p in args.presets.split(",") if p]
     trials = [("libx264", p) for p in presets]
     if presets and try_codec("h264_nvenc", w - w % 2, h - h % 2) is None:
         trials.append(("h264_nvenc", "-"))
-    for c, preset in trials:
-        target = out / f"q_{c}_{preset}.mp4"
-        t = ffmpeg_from_pngs(pngs, spec.animation.fps, c, o.crf, preset, target)
+    for trial_codec, preset in trials:
+        target = out / f"q_{trial_codec}_{preset}.mp4"
+        t_q, _ = ffmpeg_from_pngs(pngs, spec.animation.fps, trial_codec, o.crf, preset, target)
         ssim, psnr = quality(target, pngs, spec.animation.fps)
-        rows.append((f"ffmpeg {c} {preset} crf {o.crf}", f"{frames / t:.1f}",
+        rows.append((f"ffmpeg {trial_codec} {preset} crf {o.crf}", f"{frames / t_q:.1f}",
                      f"{target.stat().st_size / 1e6:.2f} MB, SSIM {ssim:.4f}, PSNR {psnr:.2f} dB"))
 
     width = max(len(r[0]) for r in rows)
     print(f"{'step':<{width}}  {'frames/s':>8}  notes")
-    for name, rate, note in rows:
-        print(f"{name:<{width}}  {rate:>8}  {note}")
+    for name, shown, note in rows:
+        print(f"{name:<{width}}  {shown:>8}  {note}")
+    print_issue_table(runs, methods, frames, (w, h), segments)
+
+
+def print_issue_table(runs: dict[str, tuple[float, float]], methods: list[str], frames: int,
+                      size: tuple[int, int], segments: int) -> None:
+    """Issue 11's encode/frames rows for this machine."""
+    cores = default_threads()
+    t_ff = runs["ffmpeg"][0]
+    print(f"\n{size[0]}x{size[1]}, {frames} frames, {cores} cores, {segments} segment(s):")
+    print("| figure | measured | target |\n|---|---|---|")
+    for m in methods:
+        t = runs[f"encode {m}"][0]
+        print(f"| `farm encode --method {m}` | {frames / t:.1f} frames/s | >= 60 frames/s (GPU machine) |")
+    rate = frames / runs["frames"][0]
+    print(f"| `farm frames` (PNG) | {rate:.1f} frames/s | >= 30 frames/s (GPU machine) |")
+    for m in methods:
+        t = runs[f"encode {m}"][0]
+        print(f"| `farm encode --method {m}` / ffmpeg from PNG | {t / t_ff:.2f} | <= 1.3 (2-core machine) |")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import math
 import os
 import re
 import tomllib
@@ -82,7 +83,7 @@ class Iterations:
 class Render:
     precision: str = "auto"
     # (width, height) pixels, the unit of work and the store's chunk; "auto": the image
-    # cut into equal tiles of at most 1024x1024 (farm.plan.tiles.TileGrid.auto)
+    # cut into equal tiles of at most 2048x2048 (farm.plan.tiles.TileGrid.auto)
     tile: tuple[int, int] | str = "auto"
     distance: bool = False  # store the distance estimate (channel "distance")
 
@@ -351,16 +352,25 @@ def from_dict(data: dict[str, Any], name: str = "job", source: str | None = None
     return spec
 
 
+def auto_tile_side(samples: int) -> int:
+    """The longest side of a ``tile = "auto"`` tile: 2048 pixels with one sample a pixel,
+    less with more samples, so that such a tile holds at most 2048^2 samples (64 MiB of
+    data with the distance estimate)."""
+    return max(64, int(2048 / math.sqrt(samples)))
+
+
 def _tile_size(spec: JobSpec) -> tuple[int, int]:
-    """The spec's tile size; for "auto", its bound 1024 x 1024."""
+    """The spec's tile size; for "auto", its bound (auto_tile_side)."""
     tile = spec.render.tile
-    return (1024, 1024) if isinstance(tile, str) else tile
+    if isinstance(tile, str):
+        side = auto_tile_side(spec.image.samples)
+        return (side, side)
+    return tile
 
 
 def tile_bytes(spec: JobSpec) -> int:
     """Bytes of one full tile's per-pixel data: 8 per sample (count and offset), 8 more
-    with the distance estimate (at most, for ``tile = "auto"``: its tiles are at most
-    1024x1024)."""
+    with the distance estimate (at most, for ``tile = "auto"``)."""
     tw, th = _tile_size(spec)
     w, h = spec.size
     per_sample = 16 if spec.render.distance else 8
@@ -369,7 +379,7 @@ def tile_bytes(spec: JobSpec) -> int:
 
 def _check_tile_bytes(spec: JobSpec, source: str | None) -> None:
     size = tile_bytes(spec)
-    if size > MAX_TILE_BYTES:  # never for "auto" tiles: 1024 x 1024 x 64 x 16 = 1 GiB
+    if size > MAX_TILE_BYTES:  # never for "auto" tiles (auto_tile_side)
         tw, th = _tile_size(spec)
         raise SpecError("render.tile", f"a {tw}x{th} tile with {spec.image.samples} samples per "
                         f"pixel holds {size / 2**30:.1f} GiB; at most 1 GiB: use a smaller tile",

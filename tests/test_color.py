@@ -289,3 +289,58 @@ def test_samples_use_their_own_data(seahorse):
     got = colour(raw, stats, style).astype(np.float32)
     linear = sum(TO_LINEAR[colour(raw.sample(s), stats, style)] for s in range(3)) / 3
     assert np.abs(got - encode_linear(linear)).max() <= 1
+
+
+# ---------------------------------------------------------------------------- shade, fast
+
+
+def _flat_patches(shape=(40, 50), seed=5):
+    """Constant escape times (no slope) in patches beside interior blocks, ramps, noise:
+    every branch of the estimate (flat, next to the interior, one-sided, edges)."""
+    rng = np.random.default_rng(seed)
+    h, w = shape
+    it = (50 + np.arange(w)[None, :] // 3 + 2 * (np.arange(h)[:, None] // 4)).astype(np.uint32)
+    fr = rng.uniform(0, 3.6, shape).astype(np.float32)
+    fr[5:15, 5:20] = 0.25  # flat
+    it[5:15, 5:20] = 70
+    it[8:12, 10:14] = 0  # interior inside the flat patch
+    it[20:, :7] = 0  # interior on the edge
+    it[0, w - 1] = 0  # a lone interior corner
+    fr[it == 0] = 0
+    return RawFrame(0, it, fr, np.bincount(it.ravel()).astype(np.int64))
+
+
+@pytest.mark.parametrize("light", [(135.0, 45.0), (0.0, 10.0), (300.0, 80.0), (90.0, 1.0)])
+def test_shade_in_few_passes_matches_its_composition(seahorse, light):
+    """`shade` without a stored distance (farm.color.relief) gives the colours of its
+    readable composition (palette entry, estimated slopes, light, blend): at most 1 in
+    255 per channel, at least 99.9% of pixels exact; in bands of any height too."""
+    from farm.color.methods import shade, shade_reference
+
+    raw_dz, stats_dz = seahorse
+    it, fr, hist = synthetic_frame((45, 70), seed=2)
+    frames = [(RawFrame(0, raw_dz.iterations, raw_dz.fraction, raw_dz.histogram), stats_dz),
+              (RawFrame(0, it, fr, hist), Statistics(1, 0).stats(0, lambda g: hist))]
+    patches = _flat_patches()
+    frames.append((patches, Statistics(1, 0).stats(0, lambda g: patches.histogram)))
+    for raw, stats in frames:
+        for cycles in (1.0, 3.7):
+            style = Style(method="shade", lut=lut("classic"), cycles=cycles,
+                          light=(np.radians(light[0]), np.radians(light[1])))
+            want = shade_reference(raw, stats, style)
+            for got in (shade(raw, stats, style), colour(raw, stats, style, band_rows=5)):
+                diff = np.abs(got.astype(int) - want)
+                assert diff.max() <= 1
+                assert (diff.max(axis=2) == 0).mean() >= 0.999
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 7), (6, 1), (2, 2), (3, 9)])
+def test_shade_of_tiny_frames(shape):
+    from farm.color.methods import shade, shade_reference
+
+    it, fr, hist = synthetic_frame(shape, seed=4, top=60)
+    for n in (it, np.zeros_like(it), np.full_like(it, 9)):
+        raw = RawFrame(0, n, np.where(n > 0, fr, 0).astype(np.float32), np.bincount(n.ravel()))
+        stats = Statistics(1, 0).stats(0, lambda g, raw=raw: raw.histogram)
+        style = Style(method="shade", lut=lut("fire"))
+        assert np.abs(shade(raw, stats, style).astype(int) - shade_reference(raw, stats, style)).max() <= 1

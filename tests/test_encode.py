@@ -23,7 +23,7 @@ from PIL import Image
 from farm import spec as specmod
 from farm.encode import VideoSettings, encode_video, open_video_sink, partial_path, write_frames
 from farm.encode import ffmpeg as ffmpegmod
-from farm.errors import StoreError
+from farm.errors import StoreError, UsageError
 from farm.store.reader import Store
 
 W, H, FRAMES = 64, 48, 8
@@ -307,3 +307,162 @@ def test_an_interrupted_render_leaves_no_video_and_resume_makes_it(tmp_path, wri
     after = run_farm("encode", str(store), "--video", str(tmp_path / "after.mp4"))
     assert after.returncode == 0, after.stderr
     assert decoded(video) == decoded(tmp_path / "after.mp4") and len(decoded(video)) == 8
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 3), (37, 53), (90, 160)])
+def test_png_writer_round_trips_through_pillow_and_ffmpeg(tmp_path, shape):
+    """The PNG files `farm frames` writes (numpy filter, zlib) decode to the exact
+    pixels, with valid chunk CRCs (Pillow's verify), and ffmpeg reads them too."""
+    from farm.encode.outputs import save_png
+
+    rgb = np.random.default_rng(sum(shape)).integers(0, 256, (*shape, 3), dtype=np.uint8)
+    rgb[: shape[0] // 2] //= 7  # some smooth, some noisy rows
+    path = tmp_path / "p.png"
+    save_png(rgb, path)
+    with Image.open(path) as im:
+        im.verify()
+    with Image.open(path) as im:
+        assert im.mode == "RGB" and (np.asarray(im) == rgb).all()
+    assert [p.name for p in tmp_path.iterdir()] == ["p.png"]  # no partial file left
+    out = subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-v", "error", "-i", str(path), "-f", "rawvideo",
+                          "-pix_fmt", "rgb24", "-"], capture_output=True, check=True).stdout
+    assert np.frombuffer(out, np.uint8).reshape(rgb.shape).tolist() == rgb.tolist()
+
+
+# ---------------------------------------------------------------------------- segments
+
+
+def packets(video: Path) -> list[tuple[int, int]]:
+    """(dts, pts) of every packet as stored, in the stream's time base."""
+    text = subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-v", "error", "-i", str(video), "-map", "0:v",
+                           "-c", "copy", "-f", "framecrc", "-"], capture_output=True, text=True,
+                          check=True).stdout
+    rows = [line.split(",") for line in text.splitlines() if line and not line.startswith("#")]
+    return [(int(r[1]), int(r[2])) for r in rows]
+
+
+def test_segment_boundaries_keep_timestamps_whole():
+    from farm.encode.segments import boundaries, frame_quantum
+
+    assert [frame_quantum(f) for f in (24, 25, 30, 60, 7)] == [3, 1, 3, 3, 7]
+    for frames in (1, 2, 5, 8, 24, 100, 121):
+        for fps in (25, 30, 7):
+            for count in (1, 2, 3, 4, 8):
+                cuts = boundaries(frames, count, fps)
+                sizes = np.diff(cuts)
+                assert cuts[0] == 0 and cuts[-1] == frames and (sizes > 0).all()
+                assert len(sizes) <= count and (len(sizes) == 1 or sizes.min() >= 3)
+                assert all(s % frame_quantum(fps) == 0 for s in sizes[:-1])
+    assert boundaries(120, 4, 30) == [0, 30, 60, 90, 120]
+    assert boundaries(100, 3, 30) == [0, 33, 66, 100]
+
+
+def test_segment_count_from_cores_and_environment(monkeypatch):
+    from farm.encode.segments import segment_count
+
+    monkeypatch.delenv("FARM_ENCODE_SEGMENTS", raising=False)
+    assert segment_count(120, 30, available=2) == 1  # the CI machine: one encoder
+    assert segment_count(120, 30, available=32) == 4
+    assert segment_count(30, 30, available=32) == 1  # too short to split
+    monkeypatch.setenv("FARM_ENCODE_SEGMENTS", "3")
+    assert segment_count(9, 25, available=2) == 3
+    assert segment_count(8, 25, available=2) == 2  # no segment shorter than 3 frames
+    monkeypatch.setenv("FARM_ENCODE_SEGMENTS", "x")
+    with pytest.raises(UsageError, match="FARM_ENCODE_SEGMENTS"):
+        segment_count(8, 25)
+
+
+@pytest.fixture(scope="module")
+def long_store(tmp_path_factory) -> Path:
+    """A finished 40-frame store (32x24)."""
+    d = tmp_path_factory.mktemp("long")
+    job = d / "long.toml"
+    job.write_text(job_text(size=(32, 24), frames=40, width=("3", "0.01"), tile=(32, 24), max_iter=400,
+                            extra=f'[output]\nstore = "{d / "long.h5"}"\n'))
+    result = run_farm("render", str(job), "--no-video", cwd=d)
+    assert result.returncode == 0, result.stderr
+    return d / "long.h5"
+
+
+@pytest.mark.parametrize("which,fps,segments", [("store", 25, 2), ("long_store", 30, 2),
+                                                ("long_store", 24, 5)])
+def test_segments_join_to_the_frames_of_one_encoder(request, tmp_path, which, fps, segments):
+    """Encoded in segments and joined, the video decodes to exactly the frames one
+    encoder makes (lossless, CRF 0), and at CRF 18 (B-frames) too its packets carry one
+    encoder's timestamps: monotonic, one frame apart, nothing shifted at a join (cut
+    at 4 frames of 30 fps the joins moved later frames). The segments' files are gone."""
+    store = request.getfixturevalue(which)
+    spec = stored_spec(store)
+    with Store(store) as s:
+        frames, (w, h) = s.frames, s.spec.size
+    for crf in (0, 18):
+        one = encode_video(store, spec.color, VideoSettings(tmp_path / f"one{crf}.mp4", fps, crf=crf),
+                           progress=False, segments=1)
+        many = encode_video(store, spec.color, VideoSettings(tmp_path / f"many{crf}.mp4", fps, crf=crf),
+                            progress=False, segments=segments)
+        if crf == 0:
+            a, b = decoded(one), decoded(many)
+            assert len(a) == frames and a == b
+        pa, pb = packets(one), packets(many)
+        assert sorted(p for _, p in pa) == sorted(p for _, p in pb)
+        dts = [d for d, _ in pb]
+        assert all(y > x for x, y in zip(dts, dts[1:], strict=False))
+        pts = sorted(p for _, p in pb)
+        assert len(set(np.diff(pts))) == 1  # evenly spaced: no gap or overlap at the joins
+        assert video_facts(many) == (frames, w, h, fps)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["many0.mp4", "many18.mp4", "one0.mp4", "one18.mp4"]
+
+
+def video_facts(video: Path) -> tuple[int, int, int, float]:
+    """(frames, width, height, fps) as ffmpeg reads them."""
+    import re
+
+    from farm.encode import probe
+
+    text = subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-i", str(video)],
+                          capture_output=True, text=True).stderr
+    fps = re.search(r"(\d+(?:\.\d+)?) fps", text)
+    assert fps is not None
+    return (*probe(video), round(float(fps.group(1)), 2))
+
+
+def test_segmented_sink_during_a_render_equals_encode(store, tmp_path):
+    """Frames handed over one by one, out of order, from another thread, to a sink of
+    three segments: the video of `encode_video` with three segments."""
+    spec = stored_spec(store)
+    settings = VideoSettings(tmp_path / "after.mp4", 25)
+    after = encode_video(store, spec.color, settings, progress=False, segments=3)
+    sink = open_video_sink(store, spec.color, VideoSettings(tmp_path / "during.mp4", 25), segments=3)
+    order = list(range(FRAMES))
+    random.Random(5).shuffle(order)
+    t = threading.Thread(target=lambda: [sink.frame_complete(f) for f in order])
+    t.start()
+    t.join()
+    during = sink.finish()
+    assert decoded(during) == decoded(after) and len(decoded(during)) == FRAMES
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["after.mp4", "during.mp4"]
+
+
+def test_an_aborted_segmented_sink_leaves_nothing(store, tmp_path):
+    spec = stored_spec(store)
+    sink = open_video_sink(store, spec.color, VideoSettings(tmp_path / "a.mp4", 25), segments=3)
+    for f in range(FRAMES - 2):  # the first segments finish, the last waits
+        sink.frame_complete(f)
+    time.sleep(1.0)
+    sink.abort()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_during_a_segmented_encode_leaves_nothing(store, tmp_path):
+    video = tmp_path / "int.mp4"
+    env = {**os.environ, "FARM_TEST_FRAME_DELAY": "0.5", "FARM_ENCODE_SEGMENTS": "3"}
+    proc = subprocess.Popen([sys.executable, "-m", "farm", "encode", str(store), "--video", str(video)],
+                            env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert list(tmp_path.iterdir()), "no encoder started"
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 75, err
+    assert list(tmp_path.iterdir()) == []

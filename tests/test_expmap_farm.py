@@ -180,8 +180,10 @@ def assert_same(a, b):
 def test_killed_and_resumed_equals_uninterrupted(zoom, tmp_path, point, count):
     job, ref, _ = zoom
     store = tmp_path / "s.h5"
+    # 20 ms a tile: the writer passes the crash point again after `count` flags (154
+    # tiles: a busy machine could otherwise batch the rest with the crossing batch)
     killed = run_farm("render", str(job), "--store", str(store), "--no-video", "--quiet",
-                      env={"FARM_TEST_CRASH_AT": f"{point}:{count}"})
+                      env={"FARM_TEST_CRASH_AT": f"{point}:{count}", "FARM_TEST_TILE_DELAY": "0.02"})
     assert killed.returncode == -signal.SIGKILL
     with Store(store) as s:  # the video frames of the complete units can be read already
         ready = np.flatnonzero(s.frame_done())

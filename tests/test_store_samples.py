@@ -105,8 +105,11 @@ def test_raw_without_samples_or_distance(tmp_path, write_job):
 def test_killed_and_resumed_store_equals_the_reference(tmp_path, zoom, point, count):
     job, ref = zoom
     store = tmp_path / "s.h5"
+    # tiles trickle in (20 ms apart), so the writer passes the crash point again after
+    # `count` flags are down: a busy machine could otherwise batch the last 8 tiles into
+    # the batch that crosses the count, and the render would end unkilled
     killed = run_farm("render", str(job), "--store", str(store), "--no-video", "--quiet",
-                      env={"FARM_TEST_CRASH_AT": f"{point}:{count}"})
+                      env={"FARM_TEST_CRASH_AT": f"{point}:{count}", "FARM_TEST_TILE_DELAY": "0.02"})
     assert killed.returncode == -signal.SIGKILL
     assert 0 < tiles_done(store) < FRAMES * 6
     resumed = run_farm("resume", str(store), "--no-video", "--quiet")

@@ -41,6 +41,7 @@ import numpy as np
 
 from farm.color.distance import line_cover, shading, slopes
 from farm.color.palettes import LUT_SIZE, lut
+from farm.color.relief import palette_entries, shade_estimated
 from farm.color.stats import FrameStats
 from farm.raw import RawFrame
 
@@ -81,6 +82,11 @@ class Style:
         return _tables(self.lut, self.interior)[1]
 
     @property
+    def planes(self) -> np.ndarray:
+        """:attr:`table_float` by channel: float32 (3, LUT_SIZE + 1), C-contiguous."""
+        return _tables(self.lut, self.interior)[2]
+
+    @property
     def light_vector(self) -> tuple[float, float, float]:
         """Unit vector towards the light: x right, y up, z towards the viewer."""
         az, el = self.light
@@ -96,14 +102,15 @@ class Style:
 
 
 INTERIOR = LUT_SIZE  # the table entry of interior pixels
-_TABLES: dict[tuple[bytes, tuple[int, int, int]], tuple[np.ndarray, np.ndarray]] = {}
+_TABLES: dict[tuple[bytes, tuple[int, int, int]], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
-def _tables(palette: np.ndarray, interior: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+def _tables(palette: np.ndarray, interior: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     key = (palette.tobytes(), interior)
     if key not in _TABLES:
         table = np.concatenate([palette, np.array([interior], np.uint8)])
-        _TABLES[key] = (table, table.astype(np.float32))
+        as_float = table.astype(np.float32)
+        _TABLES[key] = (table, as_float, np.ascontiguousarray(as_float.T))
     return _TABLES[key]
 
 
@@ -126,7 +133,7 @@ def histogram_index(raw: RawFrame, stats: FrameStats, style: Style) -> np.ndarra
     interpolated linearly at ``mu = n + d`` (clipped to the table). ``floor(mu)`` and
     the offset inside the step are taken from ``n`` and ``d`` apart (exact in int64 and
     float32), the table is scaled once per frame."""
-    scaled = stats.cdf * (style.cycles * LUT_SIZE)
+    scaled = stats.positions(style.cycles)[0]
     top = len(scaled) - 1
     whole = np.floor(raw.fraction)
     x = raw.fraction - whole  # offset of mu inside [i, i + 1], float32
@@ -146,7 +153,8 @@ def histogram_index(raw: RawFrame, stats: FrameStats, style: Style) -> np.ndarra
 
 
 def histogram(raw: RawFrame, stats: FrameStats, style: Style) -> np.ndarray:
-    return np.take(style.table, histogram_index(raw, stats, style), axis=0)
+    # histogram_index's entries in fewer passes (farm.color.relief.positions)
+    return np.take(style.table, palette_entries(raw, stats, style.cycles, INTERIOR), axis=0)
 
 
 def smooth(raw: RawFrame, stats: FrameStats, style: Style) -> np.ndarray:
@@ -167,6 +175,15 @@ def distance(raw: RawFrame, stats: FrameStats, style: Style) -> np.ndarray:
 
 
 def shade(raw: RawFrame, stats: FrameStats, style: Style) -> np.ndarray:
+    if raw.distance is None:  # the same colours in a third of the passes
+        return shade_estimated(raw, stats, style.planes, INTERIOR, style.cycles, style.light_vector,
+                               style.relief, SHADE_GLOSS)
+    return shade_reference(raw, stats, style)
+
+
+def shade_reference(raw: RawFrame, stats: FrameStats, style: Style) -> np.ndarray:
+    """``shade`` as the composition of its parts (palette entry, slopes, light, blend):
+    what :func:`farm.color.relief.shade_estimated` is tested against."""
     out = np.take(style.table_float, histogram_index(raw, stats, style), axis=0)
     light = shading(slopes(raw), style.light_vector, style.relief)
     # shadowed (light < 1): darker; lit beyond flat ground: towards white by

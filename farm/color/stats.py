@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+
+from farm.color.palettes import LUT_SIZE
 
 LOW_QUANTILE = 0.001  # share of escaped pixels below the smooth method's origin
 
@@ -70,6 +72,23 @@ class FrameStats:
     cdf: np.ndarray  # float64 (L,): smoothed CDF at integer counts 0..L-1; 1 beyond
     mu_low: float  # the count below which LOW_QUANTILE of escaped pixels lie, smoothed:
     #                the smooth method's origin
+    _tables: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
+        default_factory=dict, compare=False, repr=False)
+
+    def positions(self, cycles: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(scaled, steps, base)``, float64 (L,): the CDF times ``cycles * LUT_SIZE`` (a
+        palette entry's scale), its differences ``steps[i] = scaled[i + 1] - scaled[i]``
+        (0 at the end) and ``base[i] = scaled[i] - i * steps[i]``, so that the CDF
+        interpolated at ``mu`` in ``[i, i + 1]`` is ``base[i] + steps[i] * mu``.
+        Computed once per frame and ``cycles`` (a frame's bands share them)."""
+        tables = self._tables.get(cycles)
+        if tables is None:
+            scaled = self.cdf * (cycles * LUT_SIZE)
+            steps = np.zeros_like(scaled)
+            steps[:-1] = np.diff(scaled)
+            base = scaled - np.arange(len(scaled)) * steps
+            tables = self._tables[cycles] = (scaled, steps, base)
+        return tables
 
     @classmethod
     def from_cdf(cls, index: int, smoothed: np.ndarray) -> FrameStats:

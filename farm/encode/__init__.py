@@ -24,13 +24,14 @@ from farm import spec as specmod
 from farm.color.methods import Style
 from farm.encode.ffmpeg import EncodeError, VideoSettings, ffmpeg_binary, partial_path
 from farm.encode.outputs import Output, PngOutput, StillOutput, VideoOutput, png_name
+from farm.encode.segments import SegmentedSink, boundaries, segment_count
 from farm.encode.sink import Colourer, FrameSink
 from farm.errors import StoreError, UsageError
 from farm.store.reader import Store
 
-__all__ = ["EncodeError", "FrameSink", "VideoSettings", "check_complete", "check_output", "check_video",
-           "encode_video", "ffmpeg_binary", "open_video_sink", "partial_path", "png_name", "probe",
-           "still_path", "write_frames"]
+__all__ = ["EncodeError", "FrameSink", "SegmentedSink", "VideoSettings", "check_complete", "check_output",
+           "check_video", "encode_video", "ffmpeg_binary", "open_video_sink", "partial_path", "png_name",
+           "probe", "still_path", "write_frames"]
 
 
 def still_path(video: str | os.PathLike[str]) -> Path:
@@ -77,19 +78,26 @@ def check_video(store_path: str | os.PathLike[str], color, video: str | os.PathL
 
 
 def open_video_sink(store_path: str | os.PathLike[str], color, video: VideoSettings, *,
-                    progress: bool = False, colourer: Colourer | None = None) -> FrameSink:
+                    progress: bool = False, colourer: Colourer | None = None,
+                    segments: int | None = None) -> FrameSink | SegmentedSink:
     """A sink that colours the store's frames with ``color`` (a :class:`farm.spec.Color`)
-    into ``video`` (a still: a PNG, :func:`still_path`) as they complete. The store must
-    exist. Raises SpecError (``color.palette``, ``output.video``) before writing
-    anything when the palette or the video path cannot be used."""
+    into ``video`` (a still: a PNG, :func:`still_path`) as they complete, encoded in
+    ``segments`` parts at once (default: :func:`~farm.encode.segments.segment_count`,
+    from the cores). The store must exist. Raises SpecError (``color.palette``,
+    ``output.video``) before writing anything when the palette or the video path
+    cannot be used."""
     style = check_video(store_path, color, video.path)
     with Store(store_path) as store:
         frames, size = store.frames, store.spec.size
+    count = 1 if frames == 1 else segments or segment_count(frames, video.fps)
+    if count > 1 and len(boundaries(frames, count, video.fps)) > 2:
+        return SegmentedSink(store_path, video, size, style, color.smoothing, frames, count,
+                             colourer=colourer, progress=progress)
     output = _output_for(video, frames, size)
     return FrameSink(store_path, output, style, color.smoothing, progress=progress, colourer=colourer)
 
 
-def _run(sink: FrameSink, complete: Iterable[int]) -> Path:
+def _run(sink: FrameSink | SegmentedSink, complete: Iterable[int]) -> Path:
     """Tell ``sink`` which frames are complete (all of a finished store's), wait for it."""
     try:
         for f in complete:
@@ -101,12 +109,14 @@ def _run(sink: FrameSink, complete: Iterable[int]) -> Path:
 
 
 def encode_video(store_path: str | os.PathLike[str], color, video: VideoSettings,
-                 progress: bool = True, colourer: Colourer | None = None) -> Path:
+                 progress: bool = True, colourer: Colourer | None = None,
+                 segments: int | None = None) -> Path:
     """Colour every frame of a finished store into ``video`` (a still: a PNG)."""
     with Store(store_path) as store:
         check_complete(store, range(store.frames), color.smoothing)
         frames = store.frames
-    sink = open_video_sink(store_path, color, video, progress=progress, colourer=colourer)
+    sink = open_video_sink(store_path, color, video, progress=progress, colourer=colourer,
+                           segments=segments)
     return _run(sink, range(frames))
 
 

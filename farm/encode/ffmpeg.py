@@ -133,10 +133,14 @@ def even_size(width: int, height: int) -> tuple[int, int]:
 
 class VideoEncoder:
     """One ffmpeg process: ``write`` RGB frames in order, then ``close`` (or ``abort``).
+    ``threads``: the encoder's threads (None: x264's choice, 1.5 per core);
+    ``faststart``: the index at the front of the file (a video to play; a segment to
+    join later needs none).
 
     Not thread-safe: one thread writes."""
 
-    def __init__(self, settings: VideoSettings, width: int, height: int):
+    def __init__(self, settings: VideoSettings, width: int, height: int, *,
+                 threads: int | None = None, faststart: bool = True):
         self.settings = settings
         self.width, self.height = even_size(width, height)
         self.codec = choose_codec(settings.codec, self.width, self.height)
@@ -147,7 +151,9 @@ class VideoEncoder:
                "-pix_fmt", "rgb24", "-s", f"{self.width}x{self.height}",
                "-framerate", str(settings.fps), "-i", "pipe:",
                *codec_args(self.codec, settings.crf, settings.preset),
-               "-pix_fmt", "yuv420p", "-movflags", "+faststart", "-f", "mp4", "-y", str(self.tmp)]
+               *(["-threads", str(threads)] if threads else []),
+               "-pix_fmt", "yuv420p", *(["-movflags", "+faststart"] if faststart else []),
+               "-f", "mp4", "-y", str(self.tmp)]
         # its own process group: a Ctrl-C reaches the farm, which stops ffmpeg itself
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
                                      process_group=0)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
+import zlib
 from pathlib import Path
 from typing import Protocol
 
@@ -21,23 +23,47 @@ import numpy as np
 from farm.encode.ffmpeg import VideoEncoder, VideoSettings, even_size
 
 PNG_LEVEL = 1  # zlib level: 1 is several times faster than Pillow's 6, files ~10% larger
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 class Output(Protocol):
     ordered: bool
 
+    def prepare(self) -> None: ...
     def write(self, f: int, rgb: np.ndarray) -> None: ...
     def close(self) -> Path: ...
     def abort(self) -> None: ...
 
 
+def _chunk(kind: bytes, data: bytes | memoryview) -> list[bytes | memoryview]:
+    crc = zlib.crc32(data, zlib.crc32(kind))
+    return [struct.pack(">I", len(data)), kind, data, struct.pack(">I", crc)]
+
+
+def png_bytes(rgb: np.ndarray, level: int = PNG_LEVEL) -> list[bytes | memoryview]:
+    """The PNG file (8-bit RGB, not interlaced) of uint8 (H, W, 3) ``rgb``, as the pieces
+    to write. Every row has PNG's "Up" filter (the byte minus the byte above, mod 256),
+    made by numpy; the deflate stream by zlib, which lets go of the interpreter lock
+    while it compresses, so frame threads compress in parallel (Pillow's encoder held
+    it: 160 ms of one core per 1080p frame at level 1 here, against 90 ms for zlib on
+    the filtered rows, files the same size)."""
+    h, w, _ = rgb.shape
+    rows = np.ascontiguousarray(rgb).reshape(h, w * 3)
+    filtered = np.empty((h, w * 3 + 1), np.uint8)
+    filtered[:, 0] = 2  # filter type Up (the first row's "above" is zeros)
+    filtered[0, 1:] = rows[0]
+    np.subtract(rows[1:], rows[:-1], out=filtered[1:, 1:])
+    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)  # 8 bits, RGB, deflate, filter 0, no interlace
+    return [PNG_SIGNATURE, *_chunk(b"IHDR", header), *_chunk(b"IDAT", zlib.compress(filtered.data, level)),
+            *_chunk(b"IEND", b"")]
+
+
 def save_png(rgb: np.ndarray, path: Path) -> None:
     """Write ``path`` atomically (a hidden temporary file renamed into place)."""
-    from PIL import Image
-
     tmp = path.with_name(f".{path.name}.partial")
     try:
-        Image.fromarray(rgb).save(tmp, format="PNG", compress_level=PNG_LEVEL)
+        with open(tmp, "wb") as fh:
+            fh.writelines(png_bytes(rgb))
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -49,25 +75,32 @@ def png_name(f: int) -> str:
 
 
 class VideoOutput:
-    """The video; ffmpeg starts with the first frame (on the sink's thread, so a render
-    does not wait for the codec choice and ffmpeg's start)."""
+    """The video; ffmpeg starts on the sink's thread (so a render does not wait for the
+    codec choice and ffmpeg's start) before the first frame is ready (:meth:`prepare`)."""
 
     ordered = True
 
-    def __init__(self, settings: VideoSettings, width: int, height: int):
+    def __init__(self, settings: VideoSettings, width: int, height: int, *,
+                 threads: int | None = None, faststart: bool = True):
         even_size(width, height)  # a 1-pixel-wide video is an error now, not later
         self.settings, self.size = settings, (width, height)
+        self.threads, self.faststart = threads, faststart
         self.encoder: VideoEncoder | None = None
 
-    def write(self, f: int, rgb: np.ndarray) -> None:
+    def _start(self) -> VideoEncoder:
         if self.encoder is None:
-            self.encoder = VideoEncoder(self.settings, *self.size)
-        self.encoder.write(rgb)
+            self.encoder = VideoEncoder(self.settings, *self.size, threads=self.threads,
+                                        faststart=self.faststart)
+        return self.encoder
+
+    def prepare(self) -> None:
+        self._start()
+
+    def write(self, f: int, rgb: np.ndarray) -> None:
+        self._start().write(rgb)
 
     def close(self) -> Path:
-        if self.encoder is None:
-            self.encoder = VideoEncoder(self.settings, *self.size)
-        return self.encoder.close()
+        return self._start().close()
 
     def abort(self) -> None:
         if self.encoder is not None:
@@ -82,6 +115,9 @@ class PngOutput:
     def __init__(self, directory: Path):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+
+    def prepare(self) -> None:
+        pass
 
     def write(self, f: int, rgb: np.ndarray) -> None:
         save_png(rgb, self.directory / png_name(f))
@@ -101,6 +137,9 @@ class StillOutput:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def prepare(self) -> None:
+        pass
 
     def write(self, f: int, rgb: np.ndarray) -> None:
         save_png(rgb, self.path)

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -46,6 +47,13 @@ from farm.store.reader import Store
 TEST_DELAY = float(os.environ.get("FARM_TEST_FRAME_DELAY", "0") or 0)
 
 Colourer = Callable[[RawFrame, FrameStats, Style], np.ndarray]
+
+
+class Bar(Protocol):
+    """A progress bar (:class:`farm.progress.Progress`, or one shared by sinks)."""
+
+    def advance(self, n: int = 1) -> None: ...
+    def close(self) -> None: ...
 
 
 def gpu_possible() -> bool:
@@ -85,12 +93,13 @@ class FrameSink:
     ``style`` and hands them to ``output`` as they become complete.
 
     ``threads``: frames coloured at once (reading the next while one is coloured;
-    for PNG outputs, one per core so that compression uses them all)."""
+    for PNG outputs, one per core so that compression uses them all). ``progress``:
+    draw a progress bar; ``bar``: advance this one instead (shared with other sinks)."""
 
     def __init__(self, store_path: str | os.PathLike[str], output: Output, style: Style,
                  smoothing: int, frames: Iterable[int] | None = None, *,
                  colourer: Colourer | None = None, threads: int | None = None,
-                 progress: bool = False):
+                 progress: bool = False, bar: Bar | None = None):
         self.store_path = Path(store_path)
         with Store(self.store_path) as store:
             self.total = store.frames
@@ -116,7 +125,7 @@ class FrameSink:
         self._cond = threading.Condition()
         self._closing = self._stopped = False
         label = "encode" if output.ordered else "frames"
-        self._bar = Progress(len(self.order), label, unit="frames") if progress else None
+        self._bar: Bar | None = bar or (Progress(len(self.order), label, unit="frames") if progress else None)
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="farm-frame")
         self._thread = threading.Thread(target=self._run, name="farm-sink", daemon=True)
         self._thread.start()
@@ -173,6 +182,7 @@ class FrameSink:
         try:
             if self.colourer is None:
                 self.colourer = default_colourer()
+            self.output.prepare()  # the encoder starts before the first frame is ready
             while True:
                 with self._cond:
                     while True:

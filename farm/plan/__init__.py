@@ -25,7 +25,7 @@ from farm.plan.references import References
 from farm.plan.references import select as select_references
 from farm.plan.tiles import Tile, TileGrid
 from farm.plan.units import ExpmapLayout
-from farm.spec import JobSpec, canonical_text, parse_text
+from farm.spec import JobSpec, auto_tile_side, canonical_text, parse_text
 
 __all__ = ["Channel", "ExpmapLayout", "FramePlan", "Plan", "Tile", "TileGrid", "auto_max_iter",
            "make_plan"]
@@ -231,7 +231,8 @@ def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None,
     _check_perturbed_channels(spec, frames)
     w_px, h_px = spec.size
     tile = spec.render.tile
-    grid = TileGrid.auto(w_px, h_px) if tile == "auto" else TileGrid.fitted(w_px, h_px, *tile)
+    grid = (TileGrid.auto(w_px, h_px, auto_tile_side(spec.image.samples)) if tile == "auto"
+            else TileGrid.fitted(w_px, h_px, *tile))
     return Plan(spec, tuple(frames), grid)
 
 

@@ -5,10 +5,12 @@ Tiles on the right and bottom edges are cut to the image; the store still keeps 
 full ``tile_h x tile_w`` chunk for them. A tile is never larger than the image: a
 tile size from the spec is cut to it (:meth:`TileGrid.fitted`; HDF5 refuses chunks
 larger than a dataset's fixed dimensions). The default, ``tile = "auto"``
-(:meth:`TileGrid.auto`), cuts the image into equal tiles of at most 1024x1024, so a
-1920x1080 frame is four 960x540 tiles: no padding to store or send (1024x1024 tiles
-would pad it to 2048x2048, twice the bytes), and each launch still has half a million
-pixels to fill a GPU.
+(:meth:`TileGrid.auto`), cuts the image into equal tiles of at most 2048x2048, so a
+1920x1080 frame is one tile and a 3840x2160 frame four 1920x1080 tiles: no padding to
+store or send (1024x1024 tiles would pad 1080p to 2048x2048, twice the bytes), and
+few tiles, each with millions of pixels: the host's work per tile (launch, readback,
+checksum, message, bookkeeping) is what limits a light job on a GPU (measured on an
+H200: a 120-frame 1080p zoom whose kernels take 0.55 s spent 1.3 s on 480 tiles).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ class TileGrid:
         return self.nx * self.ny
 
     @classmethod
-    def auto(cls, width: int, height: int, largest: int = 1024) -> TileGrid:
+    def auto(cls, width: int, height: int, largest: int = 2048) -> TileGrid:
         """The fewest equal tiles of at most ``largest`` pixels a side (the last row or
         column is smaller by less than a tile's count of pixels when the image does not
         divide evenly)."""
