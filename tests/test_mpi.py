@@ -205,7 +205,7 @@ REFERENCE_DATASETS = ("reference/orbits", "reference/starts", "reference/point",
 
 
 def test_changing_references_are_broadcast_and_resume_under_mpi(tmp_path, write_job):
-    """A zoom into c = i whose perturbed frames each take another minibrot's nucleus:
+    """A zoom into c = i whose perturbed frames take several minibrots' nuclei:
     the master chooses the references once and broadcasts them; two workers render the
     same store as one process, and an interrupted MPI render resumes from the stored
     references (not chosen again) to the same store."""
@@ -215,7 +215,7 @@ def test_changing_references_are_broadcast_and_resume_under_mpi(tmp_path, write_
     first = run_farm("render", str(job), "--store", str(single), "--no-video", "--quiet")
     assert first.returncode == 0, first.stderr
     with h5py.File(single) as f:
-        assert len(set(f["frames/reference"][...]) - {-1}) >= 4
+        assert len(set(f["frames/reference"][...]) - {-1}) >= 2
     store = tmp_path / "mpi.h5"
     proc = mpi_start(3, "render", str(job), "--store", str(store), "--no-video", "--quiet",
                      "--share-devices")

@@ -13,7 +13,7 @@ from conftest import make_spec
 
 from farm.numerics import period as per
 from farm.plan import make_plan
-from farm.plan.references import NUCLEUS_REACH, describe, pack, unpack
+from farm.plan.references import NUCLEUS_REACH, REUSE_PERIODS, describe, pack, unpack
 
 SEAHORSE = ("-0.743643887037158704752191506114774", "0.131825904205311970493132056385139")
 
@@ -116,8 +116,10 @@ def test_points_round_trip_and_offsets_are_exact():
 
 
 def test_references_along_a_zoom():
-    """A zoom into c = i: each deep frame meets a new minibrot (periods grow), and its
-    nucleus lies within reach of the frame; shallow perturbed frames may share one."""
+    """A zoom into c = i meets a new minibrot at every frame (the scanned periods grow);
+    frames share a nucleus found for a deeper frame when it is within reach and its
+    period at most 4 times their own, so the zoom takes a few references, each within
+    reach of its frames, with periods growing along the zoom."""
     plan = make_plan(make_spec(size=(64, 36), center=("0", "1"), width=("3", "1e-120"), frames=12,
                                max_iter="auto", tile=(64, 36)))
     refs = plan.references()
@@ -126,7 +128,12 @@ def test_references_along_a_zoom():
     assert all(refs.frame_ref[k] >= 0 for k in perturbed)
     assert all(refs.frame_ref[f.index] == -1 for f in plan.frames if f.precision != "perturb")
     periods = [refs.of(k).period for k in perturbed]
-    assert all(p > 0 for p in periods) and periods == sorted(periods) and len(set(periods)) >= 4
+    assert all(p > 0 for p in periods) and periods == sorted(periods) and 2 <= len(refs.refs) <= 4
+    radii = [math.log2(math.hypot(64, 36) / 2) + plan.frames[k].log10_spacing * math.log2(10)
+             for k in perturbed]
+    own = per.scan(plan.spec.view.center, plan.frames[-1].bits, radii, 100_000).periods
+    assert len(set(own)) == len(perturbed)  # a new period at every frame
+    assert all(p <= REUSE_PERIODS * q for p, q in zip(periods, own, strict=True))
     for k in perturbed:
         ref, frame = refs.of(k), plan.frames[k]
         radius = math.log2(math.hypot(64, 36) / 2) + frame.log10_spacing * math.log2(10)

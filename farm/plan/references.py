@@ -9,10 +9,11 @@ period after period, and the skip tables can take whole periods. Selection, per 
 1. The view centre's orbit is scanned once (farm.numerics.period.scan) for the period
    of the lowest-period atom each frame's disc meets (the disc holds the view: radius
    half the diagonal).
-2. For each period found, Newton's method from the centre finds a nucleus of that
-   period. Each frame takes the lowest-period nucleus that lies within
-   ``NUCLEUS_REACH`` radii of its disc (a nucleus further away would make the deltas
-   large); a deeper frame's nucleus often serves shallower frames too.
+2. Newton's method from the centre finds a nucleus of a frame's period. Frames go
+   deepest first, and a frame takes the lowest-period nucleus already found that lies
+   within ``NUCLEUS_REACH`` radii of its disc (further away, deltas grow large) with a
+   period at most ``REUSE_PERIODS`` times its own; only when there is none does Newton
+   run for its own period (see _choose_nuclei).
 3. Frames without a usable nucleus (a centre outside the set, or inside a component
    whose disc meets no atom of lower period) use the centre itself, iterated to the
    frames' iteration limit or to its escape, as before. So do the units of an
@@ -35,6 +36,7 @@ import numpy as np
 from farm.numerics import period as per
 
 NUCLEUS_REACH = 4.0  # a nucleus serves a frame when it is within this many disc radii
+REUSE_PERIODS = 4  # ... and its period at most this many times the frame's own
 
 
 @dataclass(frozen=True)
@@ -137,22 +139,12 @@ def select(plan, progress: Callable[[str], None] | None = None) -> References | 
     radii = [_log2_radius(plan, f) for f in frames]
     steps, period_steps = _scan_steps(max_iter, bits)
     scan = per.scan(center, bits, radii, steps, period_steps)
-    nuclei: list[tuple[Reference, float]] = []  # (reference, log2 distance from the centre)
-    for p in sorted(set(scan.periods) - {0}):
-        ref = nucleus_reference(center, p, bits, plan)
-        if ref is not None:
-            nuclei.append((ref, per.log2_distance(ref.point, center)))
-    chosen: dict[int, list[int]] = {}  # index into nuclei (len: the centre) -> frames
-    for f, log2_r in zip(frames, radii, strict=True):
-        reach = log2_r + math.log2(NUCLEUS_REACH)
-        near = [k for k, (_, dist) in enumerate(nuclei) if dist <= reach]
-        chosen.setdefault(min(near) if near else len(nuclei), []).append(f.index)
+    chosen = _choose_nuclei(plan, frames, radii, scan.periods, bits)
     refs: list[Reference] = []
     frame_ref: list[int] = [-1] * len(plan.frames)
-    for k in sorted(chosen):
-        members = chosen[k]
-        if k < len(nuclei):
-            ref = nuclei[k][0]
+    for ref_or_none, members in chosen:
+        if ref_or_none is not None:
+            ref = ref_or_none
         else:
             iterations = max(plan.frames[i].max_iter for i in members)
             say(f"reference: the view centre, up to {iterations} iterations")
@@ -161,6 +153,37 @@ def select(plan, progress: Callable[[str], None] | None = None) -> References | 
             frame_ref[i] = len(refs)
         refs.append(ref)
     return References(tuple(refs), tuple(frame_ref), _fate(scan, center, bits))
+
+
+def _choose_nuclei(plan, frames, radii: list[float], periods: Sequence[int],
+                   bits: int) -> list[tuple[Reference | None, list[int]]]:
+    """(nucleus, or None for the centre; its frames) for the perturbed ``frames``.
+
+    Frames go deepest first: a frame takes the lowest-period nucleus already found that
+    lies within reach of it (``NUCLEUS_REACH`` disc radii) with a period at most
+    ``REUSE_PERIODS`` times its own, else Newton's method finds its own period's
+    nucleus. A zoom into a Misiurewicz point meets a new period at every frame; this
+    way it needs a few nuclei, not one per frame (each costs several passes over its
+    period at full precision)."""
+    center = plan.spec.view.center
+    found: dict[int, tuple[Reference, float] | None] = {}  # period -> (nucleus, log2 dist)
+    choice: dict[int, Reference | None] = {}
+    for k in sorted(range(len(frames)), key=lambda k: radii[k]):  # deepest first
+        p, reach = periods[k], radii[k] + math.log2(NUCLEUS_REACH)
+        near = [ref for ref, dist in (v for v in found.values() if v is not None)
+                if dist <= reach and (p == 0 or ref.period <= REUSE_PERIODS * p)]
+        if not near and p and p not in found:
+            ref = nucleus_reference(center, p, bits, plan)
+            entry = found[p] = None if ref is None else (ref, per.log2_distance(ref.point, center))
+            if entry is not None and entry[1] <= reach:
+                near = [entry[0]]
+        choice[frames[k].index] = min(near, key=lambda r: r.period) if near else None
+    groups: dict[int, tuple[Reference | None, list[int]]] = {}
+    for i in sorted(choice):
+        ref = choice[i]
+        key = -1 if ref is None else ref.period
+        groups.setdefault(key, (ref, []))[1].append(i)
+    return [groups[key] for key in sorted(groups, key=lambda q: (q < 0, q))]
 
 
 def _fate(scan: per.Scan, center: Sequence[str], bits: int) -> Fate:
