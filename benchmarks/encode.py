@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +46,8 @@ import numpy as np
 from farm import spec as specmod
 from farm.color.methods import Style
 from farm.color.render import default_threads
-from farm.encode.ffmpeg import choose_codec, codec_args, ffmpeg_binary, try_codec
+from farm.color.stats import Statistics
+from farm.encode.ffmpeg import VideoSettings, choose_codec, codec_args, ffmpeg_binary, try_codec
 from farm.encode.segments import segment_count
 from farm.encode.sink import FrameSink, default_colourer
 from farm.store.reader import Store
@@ -118,6 +120,27 @@ def colour_only(store: Path, engine: str, method: str) -> float:
     return frames / (time.perf_counter() - t0)
 
 
+def encoder_alone(store: Path, frames: int) -> float:
+    """Frames/s of the farm's ffmpeg pipe (VideoEncoder, rgb24 in) fed one coloured
+    frame ``frames`` times: the encoding side's ceiling without colouring or reading."""
+    from farm.encode.ffmpeg import VideoEncoder
+
+    with Store(store) as s:
+        spec, raw = s.spec, s.raw(frames // 2)
+        stats = Statistics(s.frames, 0).stats(frames // 2, s.histogram)
+    rgb = default_colourer("numpy")(raw, stats, Style.from_settings(spec.color))
+    settings = VideoSettings.from_spec(spec)
+    out = Path(tempfile.mkdtemp(prefix="farm-enc-")) / "alone.mp4"
+    t0 = time.perf_counter()
+    enc = VideoEncoder(replace(settings, path=out), *spec.size)
+    for _ in range(frames):
+        enc.write(rgb)
+    enc.close()
+    rate = frames / (time.perf_counter() - t0)
+    shutil.rmtree(out.parent, ignore_errors=True)
+    return rate
+
+
 def ffmpeg_from_pngs(pngs: Path, fps: int, codec: str, crf: int, preset: str,
                      video: Path) -> tuple[float, float]:
     cmd = [ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-framerate", str(fps),
@@ -171,6 +194,8 @@ def main() -> None:
                 continue
             rows.append((f"colour only, {engine}, {method}", f"{rate:.1f}", ""))
 
+    rows.append(("encoder alone (one frame piped, rgb24)", f"{encoder_alone(store, frames):.1f}",
+                 "ffmpeg start included"))
     pngs = out / "png"
     methods = args.methods.split(",")
     segments = segment_count(frames, spec.animation.fps)

@@ -1,8 +1,9 @@
-"""A video encoded as K segments at once and joined without encoding again.
+"""A video encoded as K segments at once and joined without encoding again (opt-in).
 
-x264's own threads stop scaling at 1080p: on the 32-core GPU host one ffmpeg encoded
-~68 frames/s (preset faster) however many threads it had. With many cores the
-frames are split into K contiguous segments, each encoded by its own ffmpeg with the
+x264's own threads stop scaling at 1080p (on the 32-core GPU host one ffmpeg encoded
+~68-78 frames/s with preset faster, however many threads it had), so splitting the
+video looked like a way past that: the frames are split into K contiguous segments,
+each encoded by its own ffmpeg with the
 same codec, CRF and preset (each segment opens with a keyframe), and the segments are
 joined by ffmpeg's concat demuxer with stream copy into the final MP4, written under
 the video's hidden partial name and renamed into place, as a single encoder's video.
@@ -17,10 +18,12 @@ joined video's timestamps are then exactly one encoder's (20-frame segments at 3
 moved every later frame by 10/15360 s, measured). The joined video decodes to the
 frames one encoder is fed, in order (tests/test_encode.py, lossless at CRF 0).
 
-K (:func:`segment_count`): the environment variable FARM_ENCODE_SEGMENTS, else one
-segment per SEGMENT_CORES cores (so 1 below 16 cores: on the 2-core CI machine one
-encoder already keeps both busy), at most MAX_SEGMENTS, none shorter than MIN_FRAMES
-frames. Each encoder gets ``cores / K`` threads.
+K (:func:`segment_count`): the environment variable FARM_ENCODE_SEGMENTS, else 1.
+Measured on that host (2026-11-23, ``benchmarks/encode.py --frames 120 --repeat 2``,
+1080p): ``farm encode`` took 5.97 s in 4 segments against 3.05 s in one, and a render's
+video finished 4.4 s after its last tile in 4 segments against 0.8 s in one, so one
+encoder is the default and segments are there to try on other machines. Each
+encoder gets ``cores / K`` threads; no segment is shorter than SHORTEST frames.
 """
 
 from __future__ import annotations
@@ -41,9 +44,6 @@ from farm.encode.sink import Colourer, FrameSink
 from farm.errors import UsageError
 from farm.progress import Progress
 
-SEGMENT_CORES = 8  # cores per segment encoder
-MAX_SEGMENTS = 8
-MIN_FRAMES = 24  # frames of a segment at least (each opens with a keyframe)
 SHORTEST = 3  # frames of a segment at least, whatever FARM_ENCODE_SEGMENTS asks
 ENV = "FARM_ENCODE_SEGMENTS"
 
@@ -59,9 +59,8 @@ def frame_quantum(fps: int) -> int:
     return fps // math.gcd(fps, 10**6)
 
 
-def segment_count(frames: int, fps: int, available: int | None = None) -> int:
+def segment_count(frames: int, fps: int) -> int:
     """Segments to encode ``frames`` frames in (see the module's docstring)."""
-    quantum = frame_quantum(fps)
     wanted = os.environ.get(ENV, "").strip()
     if wanted:
         try:
@@ -71,9 +70,7 @@ def segment_count(frames: int, fps: int, available: int | None = None) -> int:
         if count < 1:
             raise UsageError(f"{ENV}: {count} must be >= 1")
         return len(boundaries(frames, count, fps)) - 1
-    count = min(MAX_SEGMENTS, (available or cores()) // SEGMENT_CORES)
-    longest = max(MIN_FRAMES, quantum)
-    return max(1, min(count, frames // longest))
+    return 1
 
 
 def boundaries(frames: int, count: int, fps: int) -> list[int]:
