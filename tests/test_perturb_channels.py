@@ -17,12 +17,17 @@ enters perturbation.
 from __future__ import annotations
 
 import functools
+import shutil
+import signal
+import sys
 from fractions import Fraction
+from pathlib import Path
 
+import h5py
 import mpmath
 import numpy as np
 import pytest
-from conftest import make_spec, render_channels
+from conftest import job_text, make_spec, render_channels, run_farm, tiles_done
 from reference import digits_for, misiurewicz, sample_c
 
 from farm.compute.launch import LaunchConfig
@@ -284,3 +289,83 @@ def test_every_sample_lies_inside_the_frames_offset_bound():
                                   mpmath.mpf(im.numerator) / im.denominator - ci)
                 worst = max(worst, dc)
         assert float(mpmath.log(worst, 2)) < pf.log2_dc_max
+
+
+# ----------------------------------------------------------------------------- the farm
+
+ZOOM_DATASETS = ("iterations", "fraction", "distance", "samples/iterations", "samples/fraction",
+                 "samples/distance", "histogram", "done", "frame_done", "tiles/crc")
+
+
+@pytest.fixture(scope="module")
+def deep_zoom(tmp_path_factory):
+    """(job, reference store) of a 3-frame perturbed zoom (1e-14 to 1e-20 into the
+    Seahorse Valley Misiurewicz point) with 4 samples and the distance estimate,
+    rendered by `farm render`."""
+    root = tmp_path_factory.mktemp("perturbed")
+    job = root / "zoom.toml"
+    job.write_text(job_text(size=(48, 32), frames=3, width=("1e-14", "1e-20"), tile=(16, 16),
+                            max_iter="auto", center=tuple(v[:60] for v in seahorse_point()),
+                            samples=N, distance=True))
+    ref = root / "reference.h5"
+    result = run_farm("render", str(job), "--store", str(ref), "--no-video", "--quiet")
+    assert result.returncode == 0, result.stderr
+    return job, ref
+
+
+def _assert_same(a: Path, b: Path) -> None:
+    with h5py.File(a) as fa, h5py.File(b) as fb:
+        for name in ZOOM_DATASETS:
+            assert np.array_equal(fa[name][...], fb[name][...]), name
+
+
+def test_perturbed_zoom_through_the_farm_and_its_colour_methods(deep_zoom, tmp_path):
+    from PIL import Image
+
+    _, ref = deep_zoom
+    with h5py.File(ref) as f:
+        assert f["frame_done"][...].all()
+        assert f["samples/distance"].shape == (3, 32, 48, N - 1)
+        for frame in range(3):
+            counts = np.concatenate([f["iterations"][frame].ravel(),
+                                     f["samples/iterations"][frame].ravel()])
+            bins = f["histogram"].shape[1]
+            assert np.array_equal(f["histogram"][frame], np.bincount(counts, minlength=bins))
+            escaped = f["iterations"][frame] > 0
+            assert escaped.mean() > 0.9 and (np.abs(f["distance"][frame][escaped]) > 0).all()
+    for method in ("distance", "shade"):
+        out = tmp_path / method
+        result = run_farm("frames", str(ref), "--out", str(out), "--method", method)
+        assert result.returncode == 0, result.stderr
+        pngs = sorted(out.glob("*.png"))
+        assert len(pngs) == 3
+        rgb = np.asarray(Image.open(pngs[-1]).convert("RGB"), dtype=float)
+        assert rgb.shape == (32, 48, 3) and rgb.std() > 10  # a picture, not a flat field
+
+
+def test_killed_perturbed_render_resumes_to_the_same_store(deep_zoom, tmp_path):
+    job, ref = deep_zoom
+    store = tmp_path / "s.h5"
+    killed = run_farm("render", str(job), "--store", str(store), "--no-video", "--quiet",
+                      env={"FARM_TEST_CRASH_AT": "between-datasets:6", "FARM_TEST_TILE_DELAY": "0.02"})
+    assert killed.returncode == -signal.SIGKILL
+    assert 0 < tiles_done(store) < 3 * 6
+    resumed = run_farm("resume", str(store), "--no-video", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    _assert_same(store, ref)
+
+
+MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+def test_perturbed_samples_and_distance_are_bitwise_identical_under_mpi(deep_zoom, tmp_path):
+    import subprocess
+
+    job, ref = deep_zoom
+    store = tmp_path / "mpi.h5"
+    result = subprocess.run([str(MPIEXEC), "-n", "3", sys.executable, "-m", "farm", "render", str(job),
+                             "--store", str(store), "--no-video", "--quiet", "--share-devices"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    _assert_same(store, ref)
