@@ -4,14 +4,16 @@ perturb_lanes.cl), against exact references.
 The estimate is checked against z and dz/dc iterated from the definitions in MPFR
 (as tests/reference.py's distance_estimate in mpmath, ten times faster) at the
 centres and off-centre samples of a grid of pixels, at widths 1e-20 and 1e-60 (double
-deltas) and 1e-320 (floatexp deltas), with iteration skipping on and off: where the
+deltas), 1e-22 (a period-8007 nucleus reference: skips of thousands of steps) and
+1e-320 (floatexp deltas), with iteration skipping on and off: where the
 count matches the reference, the median relative error must be float32's (< 1e-5)
 and 95% within 1e-3 (near the set an error of one rounding in dc grows with |dz/dc|,
 as it does in the direct formats, tests/test_distance.py). Samples must land where
 farm/plan/samples.py puts them (their counts match exact counts at their positions),
 sample 0 is the render without samples, the histogram counts every sample, the CPU
 lanes give the one-pixel loop bit for bit, and the estimate has no jump where a zoom
-enters perturbation.
+enters perturbation. A perturbed zoom with 4 samples and the estimate goes through
+`farm render`, `farm frames` (distance and shade), a kill and resume, and MPI, bitwise.
 """
 
 from __future__ import annotations
