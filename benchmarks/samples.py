@@ -21,8 +21,17 @@ Sections (all by default; renders in-process on the first device, f64 unless not
   bitrate at CRF 18 (libx264, yuv420p, 30 fps) of the same frames. Colours as the farm
   makes them: each render's own histograms, smoothed over +-4 frames.
 
+With ``--perturbed`` the cost and quality sections take perturbed frames instead
+(kernels/perturb.cl; the first device's default launch, so on a CPU the lanes kernel
+with skips of 32 steps or more): cost at a Seahorse Valley Misiurewicz point at 1e-30
+(double deltas, short orbits), next to the period-8007 minibrot at 1e-22 (skips of
+thousands of steps) and at c = i at 1e-320 (floatexp deltas); quality at the
+Misiurewicz point at 1e-30, the minibrot view and c = i at 1e-100. The kernel time per
+sample and the ratio of the derivative's to the plain kernel's are the figures to read.
+
     python benchmarks/samples.py [--device gpu] [--side 1024] [--size 640x360]
                                  [--frames 48] [--sections cost quality zoom]
+                                 [--perturbed]
 """
 
 from __future__ import annotations
@@ -54,6 +63,22 @@ VIEWS = [("whole set", ("-0.75", "0"), "3.2", 500),
          ("seahorse 1e-4", CLASSIC, "1e-4", 3000),
          ("dendrite c=i 1e-3", ("0", "1"), "1e-3", 3000)]
 PALETTE, CYCLES = "classic", 3.0
+PERTURBED_COST = [("perturb", MISIUREWICZ, "1e-30", 3000), ("perturb", CLASSIC, "1e-22", 50000),
+                  ("perturb", ("0", "1"), "1e-320", 3000)]
+PERTURBED_VIEWS = [("seahorse misiurewicz 1e-30", MISIUREWICZ, "1e-30", 3000),
+                   ("seahorse minibrot 1e-22", CLASSIC, "1e-22", 20000),
+                   ("dendrite c=i 1e-100", ("0", "1"), "1e-100", 3000)]
+_refs: dict = {}
+
+
+def references(plan):
+    """The plan's reference orbits (perturbed frames), computed once per view."""
+    if not plan.perturbed:
+        return None
+    key = (plan.spec.view, plan.frames[0].max_iter)
+    if key not in _refs:
+        _refs[key] = plan.references()
+    return _refs[key]
 
 
 def plan_for(center, width, size, max_iter, fmt="f64", samples=1, distance=False, frames=1,
@@ -93,7 +118,7 @@ def kernel_seconds(device, plans, rounds=5) -> list[float]:
     """The least kernel time of each plan's first tile over ``rounds`` rounds, the plans
     taking turns in each round (a machine whose load drifts slows them alike)."""
     info, dev = device
-    renderers = [TileRenderer(dev, info, plan) for plan in plans]
+    renderers = [TileRenderer(dev, info, plan, references=references(plan)) for plan in plans]
     jobs = [(r, p.frames[0], p.grid.tile(0)) for r, p in zip(renderers, plans, strict=True)]
     for r, frame, tile in jobs:
         r.render(frame, tile)  # warm-up: builds the program
@@ -104,14 +129,14 @@ def kernel_seconds(device, plans, rounds=5) -> list[float]:
     return best
 
 
-def cost(device, side: int) -> None:
+def cost(device, side: int, perturbed: bool = False) -> None:
     print(f"## cost: kernel time of one {side}x{side} tile, seconds (ratio to samples 1, "
           "distance off)\n")
     print("| format | view | samples 1 | +distance | samples 4 | samples 4 +distance |")
     print("|---|---|---|---|---|---|")
     rows = [("f64", CLASSIC, "1e-4", 3000), ("fp128", MISIUREWICZ, "1e-18", 2000),
             ("quad-single", MISIUREWICZ, "1e-18", 2000)]
-    for fmt, center, width, max_iter in rows:
+    for fmt, center, width, max_iter in PERTURBED_COST if perturbed else rows:
         times = kernel_seconds(device, [plan_for(center, width, (side, side), max_iter, fmt, n, d,
                                                  tile=side)
                                         for n, d in ((1, False), (1, True), (4, False), (4, True))])
@@ -123,20 +148,24 @@ def cost(device, side: int) -> None:
 # ----------------------------------------------------------------------------- quality
 
 
-def quality(device, size: tuple[int, int], counts=(1, 3, 4, 9, 16), k=8) -> None:
+def quality(device, size: tuple[int, int], counts=(1, 3, 4, 9, 16), k=8,
+            perturbed: bool = False) -> None:
     w, h = size
-    print(f"## quality: RMS error against an {k}x{k}-grid reference, 8-bit units, {w}x{h}\n")
+    fmt = "perturb" if perturbed else "f64"
+    print(f"## quality: RMS error against an {k}x{k}-grid reference, 8-bit units, {w}x{h}, "
+          f"{fmt}\n")
     print("| view | " + " | ".join(f"{n} sample{'s' * (n > 1)}" for n in counts)
           + " | 1 -> 4 |")
     print("|---|" + "---|" * (len(counts) + 1))
-    for name, center, width, max_iter in VIEWS:
-        ref_out, ref_hist = render_channels(device, plan_for(center, width, (w * k, h * k),
-                                                             max_iter))
+    for name, center, width, max_iter in PERTURBED_VIEWS if perturbed else VIEWS:
+        big = plan_for(center, width, (w * k, h * k), max_iter, fmt)
+        ref_out, ref_hist = render_channels(device, big, references=references(big))
         ref_cdf = cdf(ref_hist)
         ref = block_mean(colour(ref_out, ref_cdf), k)
         errors = {}
         for n in counts:
-            out, _ = render_channels(device, plan_for(center, width, size, max_iter, samples=n))
+            plan = plan_for(center, width, size, max_iter, fmt, samples=n)
+            out, _ = render_channels(device, plan, references=references(plan))
             errors[n] = float(np.sqrt(np.mean((colour(out, ref_cdf) - ref) ** 2)))
         ratio = errors[1] / errors[4] if 1 in errors and 4 in errors else float("nan")
         print(f"| {name} | " + " | ".join(f"{errors[n]:.2f}" for n in counts)
@@ -206,15 +235,17 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=48)
     ap.add_argument("--sections", nargs="+", default=["cost", "quality", "zoom"],
                     choices=["cost", "quality", "zoom"])
+    ap.add_argument("--perturbed", action="store_true",
+                    help="cost and quality of perturbed frames (deep zooms)")
     args = ap.parse_args()
     size = tuple(int(x) for x in args.size.split("x"))
     device = candidates(args.device)[0]
     print(f"device: {device[0].describe()}\n")
     t0 = time.time()
     if "cost" in args.sections:
-        cost(device, args.side)
+        cost(device, args.side, args.perturbed)
     if "quality" in args.sections:
-        quality(device, size)  # type: ignore[arg-type]
+        quality(device, size, perturbed=args.perturbed)  # type: ignore[arg-type]
     if "zoom" in args.sections:
         zoom(device, size, args.frames)
     print(f"({time.time() - t0:.0f} s)")

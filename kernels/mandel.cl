@@ -16,11 +16,11 @@
  *     double to_double(COORD_T x)
  * and this file adapts it (below). Any other format (perturb.cl) defines instead
  *     FORMAT_ARGS, FORMAT_ARG_NAMES   its leading kernel parameters, and their names
- *     uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter,
- *                       double2 *z, double2 *c)
- *                                 the count of tile pixel (col, row), z(n) and c as doubles
- *                                 (one sample per pixel, no derivative: the host refuses
- *                                 samples and distance for perturbed frames for now)
+ *     PIXEL_SPACING               (-DDISTANCE) an expression for s, the pixel spacing
+ *     uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
+ *                       double2 *z, double2 *c, double2 *dz)
+ *                                 the count of sample k of tile pixel (col, row), z(n) and
+ *                                 c as doubles, and (-DDISTANCE) *dz = s dz/dc at z(n)
  *
  * Extensions: cl_khr_fp64 (smooth offset); cl_khr_int64_base_atomics when built
  * with -DHIST64 (64-bit histogram counters). Without -DHIST64 the histogram is
@@ -59,7 +59,8 @@
  * work-items take the samples of one pixel (alike in cost: coherent) and the expensive
  * pixels of a region spread over all work-items. Built with -DPERTURB_LANES
  * (perturbation on CPUs, after perturb_lanes.cl), a work-item keeps several of its
- * pixels in flight at once (escape_lanes); each result goes through pixel_done.
+ * (pixel, sample) pairs in flight at once (escape_lanes); each result goes through
+ * sample_done, as the loop's own do.
  *
  * Distance estimate (-DDISTANCE): with z = z(N) and z' = dz/dc at the smooth offset's
  * bailout |z(N)| > 2^10 (below), and s the pixel spacing,
@@ -71,7 +72,8 @@
  * 1/4 theorem; the exterior distance estimate of Kalles Fraktaler and Fraktaler-3,
  * whose DEX + i DEY have this length; the direction is defined here, in image axes).
  * The derivative is carried as w = s dz/dc in double, w(1) = s, w(k+1) = 2 z(k) w(k)
- * + s, so it neither overflows nor underflows at any depth a direct format serves.
+ * + s, so it neither overflows nor underflows at any depth a direct format serves
+ * (perturbed frames carry the same w, in floatexp below 1e-305: kernels/perturb.cl).
  * 0 for interior pixels, and where w is not finite (a sample on the set at double's
  * resolution).
  */
@@ -115,15 +117,15 @@ inline uint escape_sample(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter
     return escape_time(cr, ci, max_iter, r2, 0.0, z, dz);
 #endif
 }
-#else /* perturb.cl: one sample, no derivative (until it takes both: issue 12) */
-#if SAMPLES > 1 || defined(DISTANCE)
-#error "perturb.cl does not take samples or the distance estimate yet"
-#endif
+#else /* perturb.cl: sample k of the pixel, against the frame's reference orbit */
 inline uint escape_sample(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter, double2 *z,
                           double2 *c, double2 *dz)
 {
-    return escape_pixel(FORMAT_ARG_NAMES, col, row, max_iter, z, c);
+    return escape_pixel(FORMAT_ARG_NAMES, col, row, k, max_iter, z, c, dz);
 }
+#endif
+#ifndef PIXEL_SPACING
+#define PIXEL_SPACING ds /* a direct format's argument */
 #endif
 
 /* Smooth offset d = mu - n, with mu = N - log2(ln|z_N|^2 / ln B^2) the continuous
@@ -179,28 +181,58 @@ inline float2 distance_px(double2 z, double2 w)
 #define SAMPLE_ARGS
 #endif
 
-#if defined(PERTURB_LANES) && !defined(PERTURB_FX)
-/* Where perturb_lanes.cl sends a pixel's result (one sample, no distance): its count,
- * smooth offset and histogram bin, as the loop below stores them. */
-struct pixel_sink {
+/* Where a sample's results go: the kernel's outputs and its histograms. */
+struct sample_sink {
     __global uint *iters;
     __global float *frac;
+#ifdef DISTANCE
+    __global float2 *dist;
+#endif
+#if SAMPLES > 1
+    __global uint *s_iters;
+    __global float *s_frac;
+#ifdef DISTANCE
+    __global float2 *s_dist;
+#endif
+#endif
     __global hist_t *hist;
     __local uint *lh;
     uint nlocal;
+    double ds; /* the pixel spacing (-DDISTANCE; 0 otherwise) */
 };
 
-void pixel_done(struct pixel_sink *sink, uint p, uint n, double2 z, double2 c)
+/* Sample k = q % SAMPLES of tile pixel p = q / SAMPLES has count n (0: interior), ends
+ * at z = z(n) with (-DDISTANCE) w = s dz/dc there, and has c (doubles): its smooth
+ * offset, distance estimate and histogram bin, stored. */
+void sample_done(struct sample_sink *o, uint q, uint n, double2 z, double2 c, double2 w)
 {
-    double2 w = (double2)(0.0, 0.0);
-    sink->iters[p] = n;
-    sink->frac[p] = n ? smooth_offset(&z, c.x, c.y, &w, 0.0) : 0.0f;
-    if (n < sink->nlocal)
-        atomic_inc(&sink->lh[n]);
-    else
-        hist_add(sink->hist, n, 1u);
-}
+    const uint p = q / SAMPLES, k = q - p * SAMPLES;
+    const float f = n ? smooth_offset(&z, c.x, c.y, &w, o->ds) : 0.0f;
+#ifdef DISTANCE
+    const float2 d = n ? distance_px(z, w) : (float2)(0.0f, 0.0f);
 #endif
+#if SAMPLES > 1
+    const uint e = k ? p * (SAMPLES - 1) + k - 1 : p;
+    __global uint *it_out = k ? o->s_iters : o->iters;
+    __global float *fr_out = k ? o->s_frac : o->frac;
+    it_out[e] = n;
+    fr_out[e] = f;
+#ifdef DISTANCE
+    __global float2 *d_out = k ? o->s_dist : o->dist;
+    d_out[e] = d;
+#endif
+#else
+    o->iters[p] = n;
+    o->frac[p] = f;
+#ifdef DISTANCE
+    o->dist[p] = d;
+#endif
+#endif
+    if (n < o->nlocal)
+        atomic_inc(&o->lh[n]);
+    else
+        hist_add(o->hist, n, 1u);
+}
 
 __kernel void mandel(FORMAT_ARGS, const uint tw, const uint npix, const uint max_iter,
                      __global uint *iters, __global float *frac DIST_ARG SAMPLE_ARGS,
@@ -214,44 +246,33 @@ __kernel void mandel(FORMAT_ARGS, const uint tw, const uint npix, const uint max
     barrier(CLK_LOCAL_MEM_FENCE);
 
     const uint G = get_global_size(0);
+#ifdef DISTANCE
+    const double spacing = PIXEL_SPACING;
+#else
+    const double spacing = 0.0;
+#endif
+    struct sample_sink sink = {iters, frac,
+#ifdef DISTANCE
+                               dist,
+#endif
+#if SAMPLES > 1
+                               s_iters, s_frac,
+#ifdef DISTANCE
+                               s_dist,
+#endif
+#endif
+                               hist, lh, nlocal, spacing};
 #if defined(PERTURB_LANES) && !defined(PERTURB_FX)
-    /* perturbation on a CPU: the format keeps several pixels in flight per work-item
-     * (perturb_lanes.cl; one sample per pixel, no distance) */
-    struct pixel_sink sink = {iters, frac, hist, lh, nlocal};
-    escape_lanes(FORMAT_ARG_NAMES, get_global_id(0), G, npix, tw, max_iter, &sink);
+    /* perturbation on a CPU: the format keeps several samples in flight per work-item
+     * (perturb_lanes.cl) */
+    escape_lanes(FORMAT_ARG_NAMES, get_global_id(0), G, npix * SAMPLES, tw, max_iter, &sink);
 #else
     for (uint q = get_global_id(0); q < npix * SAMPLES; q += G) {
         const uint p = q / SAMPLES, k = q - p * SAMPLES;
         const uint row = p / tw, col = p - row * tw;
         double2 z = (double2)(0.0, 0.0), c, w = (double2)(0.0, 0.0);
         const uint n = escape_sample(FORMAT_ARG_NAMES, col, row, k, max_iter, &z, &c, &w);
-#ifdef DISTANCE
-        const float f = n ? smooth_offset(&z, c.x, c.y, &w, ds) : 0.0f;
-        const float2 d = n ? distance_px(z, w) : (float2)(0.0f, 0.0f);
-#else
-        const float f = n ? smooth_offset(&z, c.x, c.y, &w, 0.0) : 0.0f;
-#endif
-#if SAMPLES > 1
-        const uint e = k ? p * (SAMPLES - 1) + k - 1 : p;
-        __global uint *it_out = k ? s_iters : iters;
-        __global float *fr_out = k ? s_frac : frac;
-        it_out[e] = n;
-        fr_out[e] = f;
-#ifdef DISTANCE
-        __global float2 *d_out = k ? s_dist : dist;
-        d_out[e] = d;
-#endif
-#else
-        iters[p] = n;
-        frac[p] = f;
-#ifdef DISTANCE
-        dist[p] = d;
-#endif
-#endif
-        if (n < nlocal)
-            atomic_inc(&lh[n]);
-        else
-            hist_add(hist, n, 1u);
+        sample_done(&sink, q, n, z, c, w);
     }
 #endif
 

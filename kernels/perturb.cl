@@ -28,10 +28,41 @@
  *
  * Interior pixels (a nucleus reference, lam != 0): see "interior" below.
  *
+ * Samples (-DSAMPLES=S > 1, flat tiles): sample k of pixel (col, row) sits at the
+ * offset soff[k] from the pixel centre (farm/plan/samples.py, multiples of 2^-16 px,
+ * x right, y down), so its dc is the pixel's moved by soff[k] s. The half-spacing
+ * coordinate 2 col + kx0 + 2 soff[k].x is exact in a double (an integer below 2^31
+ * plus 15 fraction bits), so dc is rounded once, as the centre's is; sample 0 (offset
+ * 0) is bitwise the pixel without samples. Samples lie inside the image, so the frame's
+ * |dc| bound (farm/compute/perturbation.py: the image corners) covers them and every
+ * skip stays valid.
+ *
+ * Derivative (-DDISTANCE): the reference orbit Z does not depend on the pixel's c, so
+ * dz/dc = d(Z(m) + d)/dc = dd/dc: the pixel's full derivative is the derivative of its
+ * delta, and no derivative of the reference is needed. It is carried scaled by the
+ * pixel spacing s, as in mandel.cl: w = s dz/dc, w = 0 at z = 0, and
+ *     step   w <- 2 z w + s,  z = Z(m) + d before the step (d's step differentiated:
+ *            d' = (2 Z + d) d + dc gives dd'/dc = 2 (Z + d) dd/dc + 1)
+ *     rebase, wrap   nothing: z is the same point, so is its derivative
+ *     skip   the map's derivative: d' = A d + B dc + C d^2 + D d dc + E dc^2 gives
+ *            w <- (A + 2 C d + D dc) w + (B + D d + 2 E dc) s   (d, dc before the skip)
+ * Error of a skip: the terms a map drops are of degree 3 and more in (d, dc), and its
+ * relative error in d is at most eps (farm/numerics/bla.py); along the pixel's own
+ * path, where d and dc scale together, a term of degree j contributes j times its size
+ * over |dc| to the derivative, so w's relative error from a skip is a few eps (and the
+ * maps' dropped quadratic terms, < 2^-64 of the linear ones at the radius, contribute
+ * at most twice that): far below the float32 of the stored estimate. Scale: |w| starts
+ * at s and ends near |z| ln|z| / (distance in pixels) (about 1e4 / distance at the
+ * bailout), so double deltas (s >= 1e-305) keep w in double; floatexp frames carry w
+ * in floatexp too (fx2, s below double's range), converted to double at the escape.
+ * The smooth offset's extra steps (mandel.cl) go on in double with s rounded to double
+ * (0 in floatexp frames: negligible next to w there).
+ *
  * Pixel offsets dc (pixel_offset below): a flat tile by default; with -DPOLAR a polar
  * tile of an exponential map (farm/plan/expmap.py), whose pixel (col, row) is the point
  * at radius rho(row) and angle theta(col) around C (the view centre: polar tiles take
- * the centre's reference), dc = rho(row) e^{i theta(col)}.
+ * the centre's reference), dc = rho(row) e^{i theta(col)}. Polar tiles take one sample
+ * per pixel and no derivative (the expmap method refuses both).
  *
  * Extensions: cl_khr_fp64.
  *
@@ -43,6 +74,8 @@
  *   kx0, ky0            int        2 x0 + 1 - W and 2 y0 + 1 - H for the tile at (x0, y0)
  *   ref_off             double2    (view centre - C) / h: see pixel_offset()
  *   h_m, h_e          double, int  half the pixel spacing, h = h_m * 2^h_e, h_m in [0.5, 1)
+ *   soff      [S]       int2       (SAMPLES > 1 only) sample k's offset from the pixel
+ *                                  centre in 2^-16 px, x right, y down; soff[0] = (0, 0)
  *   polar tile (-DPOLAR) instead:
  *   rho_m     [th]      double     radius mantissa of each tile row
  *   rho_e               int        their shared exponent: rho(row) = rho_m[row] * 2^rho_e
@@ -62,27 +95,52 @@
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
 
+#ifndef SAMPLES
+#define SAMPLES 1
+#endif
+
 #ifdef POLAR
+#if SAMPLES > 1 || defined(DISTANCE)
+#error "polar tiles take one sample per pixel and no distance estimate"
+#endif
 #define OFFSET_ARGS __global const double *rho_m, const int rho_e, __global const double2 *cis
 #define OFFSET_ARG_NAMES rho_m, rho_e, cis
-/* dc of tile pixel (col, row) as a mantissa pair times 2^(*e) */
-inline double2 pixel_offset(OFFSET_ARGS, uint col, uint row, int *e)
+/* dc of tile pixel (col, row) as a mantissa pair times 2^(*e) (one sample: k = 0) */
+inline double2 pixel_offset(OFFSET_ARGS, uint col, uint row, uint k, int *e)
 {
     *e = rho_e;
     return rho_m[row] * cis[col];
 }
 #else
+#if SAMPLES > 1
+#define SOFF_ARG , __global const int2 *soff
+#define SOFF_ARG_NAME , soff
+#else
+#define SOFF_ARG
+#define SOFF_ARG_NAME
+#endif
 #define OFFSET_ARGS const int kx0, const int ky0, const double2 ref_off, const double h_m, \
-                    const int h_e
-#define OFFSET_ARG_NAMES kx0, ky0, ref_off, h_m, h_e
-/* dc of tile pixel (col, row) as a mantissa pair times 2^(*e): its offset from the
- * reference point is ((kx0 + 2 col + ref_off.x) + i (ref_off.y - (ky0 + 2 row))) h (the
- * integers are exact in a double; one rounding where ref_off is added) */
-inline double2 pixel_offset(OFFSET_ARGS, uint col, uint row, int *e)
+                    const int h_e SOFF_ARG
+#define OFFSET_ARG_NAMES kx0, ky0, ref_off, h_m, h_e SOFF_ARG_NAME
+/* the pixel spacing s = 2 h (-DDISTANCE: the derivative's unit; 0 or subnormal in
+ * floatexp frames, where only the smooth offset's last steps use it) */
+#define PIXEL_SPACING ldexp(h_m, h_e + 1)
+/* dc of sample k of tile pixel (col, row) as a mantissa pair times 2^(*e): its offset
+ * from the reference point is ((kx0 + 2 col + 2 ox + ref_off.x) + i (ref_off.y - (ky0 +
+ * 2 row + 2 oy))) h, (ox, oy) = soff[k] 2^-16 (the sums before ref_off are exact in a
+ * double; one rounding where ref_off is added) */
+inline double2 pixel_offset(OFFSET_ARGS, uint col, uint row, uint k, int *e)
 {
     *e = h_e;
+#if SAMPLES > 1
+    const int2 o = soff[k];
+    const double sx = (double)o.x * 0x1p-15, sy = (double)o.y * 0x1p-15;
+    return (double2)(((double)(kx0 + 2 * (int)col) + sx) + ref_off.x,
+                     ref_off.y - ((double)(ky0 + 2 * (int)row) + sy)) * h_m;
+#else
     return (double2)((double)(kx0 + 2 * (int)col) + ref_off.x,
                      ref_off.y - (double)(ky0 + 2 * (int)row)) * h_m;
+#endif
 }
 #endif
 
@@ -269,16 +327,38 @@ inline double2 bla_apply(__global const double2 *map, double2 d, double2 dc)
     return cmul(map[0], d) + cmul(map[1], dc) + quad;
 }
 
-/* The longest valid skip for the pixel with delta *d at step m: applies it and returns
- * its length, or returns 0. */
+/* One derivative step w <- 2 z w + s (z = Z + d before d's step; -DDISTANCE), two FMAs
+ * a part, as perturb_lanes.cl does it. */
+inline double2 deriv_step(double2 w, double2 z, double s)
+{
+    const double tr = 2.0 * z.x, ti = 2.0 * z.y;
+    return (double2)(fma(tr, w.x, fma(-ti, w.y, s)), fma(tr, w.y, ti * w.x));
+}
+
+/* A map's derivative applied (-DDISTANCE): (A + 2 C d + D dc) w + (B + D d + 2 E dc) s,
+ * with d, dc before the map. */
+inline double2 bla_deriv(__global const double2 *map, double2 d, double2 dc, double2 w, double s)
+{
+    const double2 a = map[0] + 2.0 * cmul(map[2], d) + cmul(map[3], dc);
+    const double2 b = map[1] + cmul(map[3], d) + 2.0 * cmul(map[4], dc);
+    return cmul(a, w) + b * s;
+}
+
+/* The longest valid skip for the pixel with delta *d at step m: applies it (and, with
+ * -DDISTANCE, its derivative to *w, s the pixel spacing) and returns its length, or
+ * returns 0. */
 inline uint bla_take(__global const double2 *bla_ab, __global const double *bla_r,
                      __global const uint *bla_off, uint bla_levels, uint m, uint room,
-                     double2 *d, double2 dc)
+                     double2 *d, double2 dc, double2 *w, double s)
 {
     const uint level = bla_level(bla_r, bla_off, bla_levels, m, room, abs_bound(d->x, d->y));
     if (!level)
         return 0;
-    *d = bla_apply(bla_map(bla_ab, bla_off, m, level - 1), *d, dc);
+    __global const double2 *map = bla_map(bla_ab, bla_off, m, level - 1);
+#ifdef DISTANCE
+    *w = bla_deriv(map, *d, dc, *w, s);
+#endif
+    *d = bla_apply(map, *d, dc);
     return 1u << (level - 1);
 }
 
@@ -308,18 +388,19 @@ typedef struct {
     double2 d;    /* delta from Z(m) */
     double2 dc;   /* offset of the pixel from the reference point */
     double2 Z;    /* Z(m), kept in registers: one orbit load a step */
+    double2 w;    /* s dz/dc (-DDISTANCE) */
     wrap_track wraps; /* the interior test's memory */
     uint m;       /* reference step */
     uint n;       /* iterations done */
 } pixel_state;
 
-inline pixel_state pixel_start(FORMAT_ARGS, uint col, uint row)
+inline pixel_state pixel_start(FORMAT_ARGS, uint col, uint row, uint k)
 {
     pixel_state s;
     int e;
-    const double2 dm = pixel_offset(OFFSET_ARG_NAMES, col, row, &e);
+    const double2 dm = pixel_offset(OFFSET_ARG_NAMES, col, row, k, &e);
     s.dc = ldexp(dm, e);
-    s.d = s.Z = (double2)(0.0, 0.0);
+    s.d = s.Z = s.w = (double2)(0.0, 0.0);
     s.wraps = wraps_start();
     s.m = s.n = 0;
     return s;
@@ -355,17 +436,27 @@ inline int pixel_after(FORMAT_ARGS, pixel_state *s, double2 *z)
     return 0;
 }
 
-inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2 *z, double2 *c)
+inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter, double2 *z,
+                         double2 *c, double2 *w)
 {
-    pixel_state s = pixel_start(FORMAT_ARG_NAMES, col, row);
+    pixel_state s = pixel_start(FORMAT_ARG_NAMES, col, row, k);
     *c = orbit[1] + s.dc;
+#ifdef DISTANCE
+    const double ds = PIXEL_SPACING;
+#else
+    const double ds = 0.0;
+#endif
     STEPS_DECL;
     while (s.n < max_iter) {
         COUNT_STEP();
         uint len = 0;
         if (s.m >= 1 && bla_levels && bla_worth_trying(s.d, s.Z, bla_shift))
-            len = bla_take(bla_ab, bla_r, bla_off, bla_levels, s.m, max_iter - s.n, &s.d, s.dc);
+            len = bla_take(bla_ab, bla_r, bla_off, bla_levels, s.m, max_iter - s.n, &s.d, s.dc,
+                           &s.w, ds);
         if (!len) {
+#ifdef DISTANCE
+            s.w = deriv_step(s.w, s.Z + s.d, ds);
+#endif
             s.d = delta_step(s.d, s.Z, s.dc);
             len = 1;
         }
@@ -374,6 +465,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
         const int end = pixel_after(FORMAT_ARG_NAMES, &s, z);
         if (end) {
             STORE_STEPS(col, row);
+            *w = s.w;
             return end == 1 ? s.n : 0;
         }
     }
@@ -457,12 +549,32 @@ inline double2 fx_mini_w(fx2 z, double2 lam, int lam_e)
     return w.e > 2000 ? (double2)(INFINITY, INFINITY) : fx_to_double(w);
 }
 
-/* The longest valid skip for the pixel with delta *d: applies it and returns its
- * length, or returns 0. Floatexp tables hold log2 radii (farm/numerics/bla.py); |d| <
- * 2^(d.e + 1/2) bounds the delta on the same scale. */
+/* 2 a */
+inline fx2 fx_twice(fx2 a)
+{
+    a.e = a.e == FX_ZERO_EXP ? a.e : a.e + 1;
+    return a;
+}
+
+/* The derivative of a map, applied (-DDISTANCE; see "Derivative"): *w <- (A + 2 C d +
+ * D dc) *w + (B + D d + 2 E dc) s, with d, dc before the map. */
+inline void fx_bla_deriv(__global const double2 *map, bool quad, fx2 d, fx2 dc, fx2 *w, fx2 s)
+{
+    fx2 a = fx_norm(map[0], 0), b = fx_norm(map[1], 0);
+    if (quad) {
+        a = fx_add(a, fx_add(fx_twice(fx_mul_d(map[2], d)), fx_mul_d(map[3], dc)));
+        b = fx_add(b, fx_add(fx_mul_d(map[3], d), fx_twice(fx_mul_d(map[4], dc))));
+    }
+    *w = fx_add(fx_mul(a, *w), fx_mul(b, s));
+}
+
+/* The longest valid skip for the pixel with delta *d: applies it (and, with -DDISTANCE,
+ * its derivative to *dw, s the pixel spacing) and returns its length, or returns 0.
+ * Floatexp tables hold log2 radii (farm/numerics/bla.py); |d| < 2^(d.e + 1/2) bounds
+ * the delta on the same scale. */
 inline uint fx_bla_take(__global const double2 *bla_ab, __global const double *bla_r,
                         __global const uint *bla_off, uint bla_levels, uint m, uint room,
-                        fx2 *d, fx2 dc)
+                        fx2 *d, fx2 dc, fx2 *dw, fx2 s)
 {
     const uint level = bla_level(bla_r, bla_off, bla_levels, m, room, (double)d->e + 0.5);
     if (!level)
@@ -470,20 +582,32 @@ inline uint fx_bla_take(__global const double2 *bla_ab, __global const double *b
     __global const double2 *map = bla_map(bla_ab, bla_off, m, level - 1);
     fx2 w = fx_add(fx_mul_d(map[0], *d), fx_mul_d(map[1], dc));
     const double2 c = map[2], dd = map[3], e = map[4];
-    if (c.x != 0.0 || c.y != 0.0 || dd.x != 0.0 || dd.y != 0.0 || e.x != 0.0 || e.y != 0.0)
+    const bool quad = c.x != 0.0 || c.y != 0.0 || dd.x != 0.0 || dd.y != 0.0 || e.x != 0.0 ||
+                      e.y != 0.0;
+    if (quad)
         w = fx_add(w, fx_add(fx_mul(fx_add(fx_mul_d(c, *d), fx_mul_d(dd, dc)), *d),
                              fx_mul(fx_mul_d(e, dc), dc)));
+#ifdef DISTANCE
+    fx_bla_deriv(map, quad, *d, dc, dw, s);
+#endif
     *d = w;
     return 1u << (level - 1);
 }
 
-inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2 *z, double2 *c)
+inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter, double2 *z,
+                         double2 *c, double2 *dz)
 {
     int e;
-    const double2 dm = pixel_offset(OFFSET_ARG_NAMES, col, row, &e);
+    const double2 dm = pixel_offset(OFFSET_ARG_NAMES, col, row, k, &e);
     const fx2 dc = fx_norm(dm, e);
     *c = orbit[1] + fx_to_double(dc);
     fx2 d = fx_norm((double2)(0.0, 0.0), 0);
+    fx2 w = d; /* s dz/dc (-DDISTANCE), 0 at z = 0 */
+#if defined(DISTANCE) && !defined(POLAR)
+    const fx2 s = fx_norm((double2)(h_m, 0.0), h_e + 1); /* the pixel spacing 2 h */
+#else
+    const fx2 s = w;
+#endif
     uint m = 0;
     wrap_track wraps = wraps_start(); /* the interior test's memory */
     STEPS_DECL;
@@ -492,12 +616,19 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
         const double2 Zm = orbit[m];
         uint len = 0;
         if (m >= 1 && bla_levels && fx_bla_worth_trying(d, Zm, bla_shift)) {
-            len = fx_bla_take(bla_ab, bla_r, bla_off, bla_levels, m, max_iter - n + 1, &d, dc);
+            len = fx_bla_take(bla_ab, bla_r, bla_off, bla_levels, m, max_iter - n + 1, &d, dc,
+                              &w, s);
             n += len ? len - 1 : 0; /* iterations n .. n + len - 1 are done */
         }
         if (!len) {
             /* d <- (2 Z + d) d + dc, with 2 Z + d in doubles: |d| is then tiny or O(1) */
-            const double2 a = 2.0 * Zm + fx_to_double(d);
+            const double2 dd = fx_to_double(d);
+#ifdef DISTANCE
+            /* w <- 2 z w + s, z = Z + d before the step */
+            const double2 zn = Zm + dd;
+            w = fx_add(fx_norm(cmul(2.0 * zn, w.m), w.e), s);
+#endif
+            const double2 a = 2.0 * Zm + dd;
             d = fx_add(fx_norm(cmul(a, d.m), d.e), dc);
             len = 1;
         }
@@ -508,6 +639,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint max_iter, double2
         const double mag = fma(zr, zr, zi * zi);
         if (mag > r2) {
             *z = (double2)(zr, zi);
+            *dz = w.e > 2000 ? (double2)(INFINITY, INFINITY) : fx_to_double(w);
             STORE_STEPS(col, row);
             return n;
         }

@@ -4,9 +4,10 @@
  * A CPU runs one work-item's pixels one after another, and a pixel's steps form one
  * chain of dependent FP64 operations: the loop waits on latencies. Here a work-item
  * keeps LANES pixels in flight, one per lane of OpenCL vectors (double8: one AVX-512
- * register), and advances them together: the common step (delta, orbit loads, escape
- * and rebase tests) is vector code; a lane whose pixel ends takes the work-item's next
- * pixel (refill), so lanes stay busy. The state lives in vector registers; skips, the
+ * register), and advances them together: the common step (delta, derivative with
+ * -DDISTANCE, orbit loads, escape and rebase tests) is vector code; a lane whose pixel
+ * ends takes the work-item's next pixel (refill), so lanes stay busy. With -DSAMPLES=S
+ * a "pixel" here is one (pixel, sample) pair q = p S + k, as in mandel.cl's loop. The state lives in vector registers; skips, the
  * wrap of a nucleus reference and the end of a pixel, rarer than steps, copy it to
  * arrays and are handled lane by lane with the functions of escape_pixel. Every lane
  * does exactly the arithmetic of escape_pixel (explicit fma, contraction off): counts
@@ -21,10 +22,11 @@
  * cl_khr_fp64. Build after perturb.cl, before mandel.cl, with -DPERTURB_LANES=n for n
  * in 2, 4, 8, 16 (farm/compute/render.py: CPU devices, n = 8).
  *
- * Provides escape_lanes(FORMAT_ARGS, first, stride, npix, tw, max_iter, sink): pixels
- * first, first + stride, ... below npix of a tile tw wide; each result goes to
- * pixel_done(sink, p, n, z, c), defined by mandel.cl (the count n, 0 for interior, and
- * z(n), c as doubles, like escape_pixel's).
+ * Provides escape_lanes(FORMAT_ARGS, first, stride, total, tw, max_iter, sink): the
+ * (pixel, sample) pairs q = first, first + stride, ... below total (npix * SAMPLES) of
+ * a tile tw wide; each result goes to sample_done(sink, q, n, z, c, w), defined by
+ * mandel.cl (the count n, 0 for interior, and z(n), c, s dz/dc as doubles, like
+ * escape_pixel's).
  */
 #ifndef PERTURB_FX
 
@@ -35,8 +37,8 @@
 #define vlong VCAT(long, LANES)     /* one long per lane; comparisons give 0 or -1 */
 #define as_vlong VCAT(as_long, LANES)
 
-struct pixel_sink;
-void pixel_done(struct pixel_sink *sink, uint p, uint n, double2 z, double2 c);
+struct sample_sink;
+void sample_done(struct sample_sink *sink, uint q, uint n, double2 z, double2 c, double2 w);
 
 /* Whether any lane of a mask (0 or -1 per lane) is set: OR-folded halves, no branches
  * (any() of the builtin library tests lane after lane). */
@@ -103,17 +105,26 @@ typedef struct {
     double dr[LANES], di[LANES];   /* delta */
     double dcr[LANES], dci[LANES]; /* offset of the pixel from the reference point */
     double Zr[LANES], Zi[LANES];   /* Z(m) */
+    double wr[LANES], wi[LANES];   /* s dz/dc (-DDISTANCE) */
     long m[LANES], n[LANES];       /* reference step, iterations done */
     long live[LANES];              /* -1: the lane holds a pixel */
     double zr[LANES], zi[LANES], mag[LANES]; /* z after the last step, |z|^2 */
     long flag[LANES], len[LANES];  /* a mask's lanes; skip lengths */
     long runs[LANES];              /* consecutive wraps (wrap_track.wraps) */
     wrap_track track[LANES];       /* the interior test's memory (its wraps: runs) */
-    uint pix[LANES];               /* the lane's pixel */
+    uint pix[LANES];               /* the lane's (pixel, sample) q */
 } lanes_cold;
 
+#ifdef DISTANCE
+#define W_STORE() do { vstore_lanes(wr, 0, t.wr); vstore_lanes(wi, 0, t.wi); } while (0)
+#define W_LOAD() do { wr = vload_lanes(0, t.wr); wi = vload_lanes(0, t.wi); } while (0)
+#else
+#define W_STORE() do { } while (0)
+#define W_LOAD() do { } while (0)
+#endif
 #define LANES_STORE()                                                                  \
     do {                                                                               \
+        W_STORE();                                                                     \
         vstore_lanes(dr, 0, t.dr); vstore_lanes(di, 0, t.di);                          \
         vstore_lanes(dcr, 0, t.dcr); vstore_lanes(dci, 0, t.dci);                      \
         vstore_lanes(Zr, 0, t.Zr); vstore_lanes(Zi, 0, t.Zi);                          \
@@ -122,6 +133,7 @@ typedef struct {
     } while (0)
 #define LANES_LOAD()                                                                   \
     do {                                                                               \
+        W_LOAD();                                                                      \
         dr = vload_lanes(0, t.dr); di = vload_lanes(0, t.di);                          \
         dcr = vload_lanes(0, t.dcr); dci = vload_lanes(0, t.dci);                      \
         Zr = vload_lanes(0, t.Zr); Zi = vload_lanes(0, t.Zi);                          \
@@ -129,18 +141,19 @@ typedef struct {
         runs = vload_lanes(0, t.runs);                                                   \
     } while (0)
 
-/* Lane k takes pixel p (or goes idle when p >= npix). */
-inline void lane_load(FORMAT_ARGS, lanes_cold *t, uint k, uint p, uint npix, uint tw)
+/* Lane k takes (pixel, sample) q (or goes idle when q >= total). */
+inline void lane_load(FORMAT_ARGS, lanes_cold *t, uint k, uint q, uint total, uint tw)
 {
-    const bool live = p < npix;
-    const uint row = live ? p / tw : 0, col = live ? p - row * tw : 0;
+    const bool live = q < total;
+    const uint p = live ? q / SAMPLES : 0, smp = live ? q - p * SAMPLES : 0;
+    const uint row = p / tw, col = p - row * tw;
     int e;
-    const double2 dc = ldexp(pixel_offset(OFFSET_ARG_NAMES, col, row, &e), e);
-    t->pix[k] = p;
+    const double2 dc = ldexp(pixel_offset(OFFSET_ARG_NAMES, col, row, smp, &e), e);
+    t->pix[k] = q;
     t->live[k] = live ? -1 : 0;
     t->dcr[k] = dc.x;
     t->dci[k] = dc.y;
-    t->dr[k] = t->di[k] = t->Zr[k] = t->Zi[k] = 0.0;
+    t->dr[k] = t->di[k] = t->Zr[k] = t->Zi[k] = t->wr[k] = t->wi[k] = 0.0;
     t->m[k] = t->n[k] = 0;
     t->track[k] = wraps_start();
     t->runs[k] = t->track[k].wraps;
@@ -200,22 +213,26 @@ inline vlong lanes_can_skip(__global const double *bla_r, __global const uint *b
     return (bound < r1) & (n + (vlong)(1 << BLA_MIN_LEVEL) <= (vlong)max_iter);
 }
 
-/* Lane k's skip, if it has a valid one (bla_take of perturb.cl): returns its length. */
-inline uint lane_skip(FORMAT_ARGS, lanes_cold *t, uint k, uint max_iter)
+/* Lane k's skip, if it has a valid one (bla_take of perturb.cl, with the derivative's
+ * map for -DDISTANCE, s the pixel spacing): returns its length. */
+inline uint lane_skip(FORMAT_ARGS, lanes_cold *t, uint k, uint max_iter, double s)
 {
-    double2 d = (double2)(t->dr[k], t->di[k]);
+    double2 d = (double2)(t->dr[k], t->di[k]), w = (double2)(t->wr[k], t->wi[k]);
     const uint len = bla_take(bla_ab, bla_r, bla_off, bla_levels, (uint)t->m[k],
-                              max_iter - (uint)t->n[k], &d, (double2)(t->dcr[k], t->dci[k]));
+                              max_iter - (uint)t->n[k], &d, (double2)(t->dcr[k], t->dci[k]),
+                              &w, s);
     t->dr[k] = d.x;
     t->di[k] = d.y;
+    t->wr[k] = w.x;
+    t->wi[k] = w.y;
     return len;
 }
 
 /* The rare events of lane k after its step: escape, the wrap of a nucleus reference
  * (interior test), a plain rebase, the iteration limit (pixel_after of perturb.cl).
- * A pixel that ends goes to pixel_done and the lane takes the next pixel. */
+ * A pixel that ends goes to sample_done and the lane takes the next pixel. */
 inline void lane_after(FORMAT_ARGS, lanes_cold *t, uint k, uint max_iter, uint *next,
-                       uint stride, uint npix, uint tw, struct pixel_sink *sink)
+                       uint stride, uint total, uint tw, struct sample_sink *sink)
 {
     const double2 z = (double2)(t->zr[k], t->zi[k]);
     bool ended = t->mag[k] > r2;
@@ -239,19 +256,26 @@ inline void lane_after(FORMAT_ARGS, lanes_cold *t, uint k, uint max_iter, uint *
         count = 0;
     }
     if (ended) {
-        pixel_done(sink, t->pix[k], count, z, orbit[1] + (double2)(t->dcr[k], t->dci[k]));
-        lane_load(FORMAT_ARG_NAMES, t, k, *next, npix, tw);
+        sample_done(sink, t->pix[k], count, z, orbit[1] + (double2)(t->dcr[k], t->dci[k]),
+                    (double2)(t->wr[k], t->wi[k]));
+        lane_load(FORMAT_ARG_NAMES, t, k, *next, total, tw);
         *next += stride;
     }
 }
 
-void escape_lanes(FORMAT_ARGS, uint first, uint stride, uint npix, uint tw, uint max_iter,
-                  struct pixel_sink *sink)
+void escape_lanes(FORMAT_ARGS, uint first, uint stride, uint total, uint tw, uint max_iter,
+                  struct sample_sink *sink)
 {
     lanes_cold t;
     uint next = first;
     for (uint k = 0; k < LANES; ++k, next += stride)
-        lane_load(FORMAT_ARG_NAMES, &t, k, next, npix, tw);
+        lane_load(FORMAT_ARG_NAMES, &t, k, next, total, tw);
+#ifdef DISTANCE
+    const double ds = PIXEL_SPACING;
+    vdouble wr, wi;
+#else
+    const double ds = 0.0;
+#endif
     vdouble dr, di, dcr, dci, Zr, Zi;
     vlong m, n, live, runs;
     LANES_LOAD();
@@ -263,6 +287,12 @@ void escape_lanes(FORMAT_ARGS, uint first, uint stride, uint npix, uint tw, uint
         const vdouble ar = fma((vdouble)2.0, Zr, dr), ai = fma((vdouble)2.0, Zi, di);
         const vdouble nr = fma(ar, dr, fma(-ai, di, dcr));
         const vdouble ni = fma(ar, di, fma(ai, dr, dci));
+#ifdef DISTANCE
+        /* deriv_step of perturb.cl: w <- 2 z w + s, z = Z + d before the step */
+        const vdouble tr = 2.0 * (Zr + dr), ti = 2.0 * (Zi + di);
+        const vdouble nwr = fma(tr, wr, fma(-ti, wi, (vdouble)ds));
+        const vdouble nwi = fma(tr, wi, ti * wr);
+#endif
         vlong tries = bla_levels ? lanes_try(dr, di, Zr, Zi, m, live, bla_shift) : (vlong)0;
         if (lanes_any(tries))
             tries &= lanes_can_skip(bla_r, bla_off, bla_levels, m, n, max_iter, dr, di);
@@ -274,20 +304,30 @@ void escape_lanes(FORMAT_ARGS, uint first, uint stride, uint npix, uint tw, uint
             vstore_lanes(m, 0, t.m);
             vstore_lanes(n, 0, t.n);
             vstore_lanes(tries, 0, t.flag);
+            W_STORE();
             for (uint k = 0; k < LANES; ++k)
-                t.len[k] = t.flag[k] ? lane_skip(FORMAT_ARG_NAMES, &t, k, max_iter) : 0;
+                t.len[k] = t.flag[k] ? lane_skip(FORMAT_ARG_NAMES, &t, k, max_iter, ds) : 0;
             dr = vload_lanes(0, t.dr);
             di = vload_lanes(0, t.di);
+            W_LOAD();
             vlong len = vload_lanes(0, t.len);
             const vlong step = len == (vlong)0;
             dr = select(dr, nr, step);
             di = select(di, ni, step);
+#ifdef DISTANCE
+            wr = select(wr, nwr, step);
+            wi = select(wi, nwi, step);
+#endif
             len = select(len, (vlong)1, step) & live;
             m += len;
             n += len;
         } else {
             dr = nr;
             di = ni;
+#ifdef DISTANCE
+            wr = nwr;
+            wi = nwi;
+#endif
             m -= live; /* live lanes are -1 */
             n -= live;
         }
@@ -314,7 +354,7 @@ void escape_lanes(FORMAT_ARGS, uint first, uint stride, uint npix, uint tw, uint
             vstore_lanes(rare, 0, t.flag);
             for (uint k = 0; k < LANES; ++k)
                 if (t.flag[k])
-                    lane_after(FORMAT_ARG_NAMES, &t, k, max_iter, &next, stride, npix, tw, sink);
+                    lane_after(FORMAT_ARG_NAMES, &t, k, max_iter, &next, stride, total, tw, sink);
             LANES_LOAD();
         }
     }

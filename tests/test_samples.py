@@ -89,11 +89,14 @@ def test_spec_refuses_tiles_too_large_for_their_samples():
     make_spec(size=(4096, 4096), tile=(1024, 1024), samples=64, distance=True)  # exactly 1 GiB
 
 
-def test_perturbed_frames_refuse_samples_and_distance_for_now():
-    for kw, field in ((dict(samples=4), "image.samples"), (dict(distance=True), "render.distance")):
-        with pytest.raises(SpecError, match="not yet available for perturbed frames") as err:
-            make_plan(make_spec(width=("1e-20", "1e-20"), precision="perturb", **kw))
-        assert err.value.field == field
+def test_perturbed_frames_take_samples_and_distance():
+    """(Refused until issue 12's second phase; tests/test_perturb_channels.py checks them.)"""
+    plan = make_plan(make_spec(width=("1e-20", "1e-20"), precision="perturb", samples=4,
+                               distance=True))
+    assert plan.frames[0].precision == "perturb"
+    assert [c.name for c in plan.channels] == [
+        "iterations", "fraction", "distance", "samples/iterations", "samples/fraction",
+        "samples/distance"]
 
 
 # ----------------------------------------------------------------------------- axes

@@ -8,6 +8,8 @@ h = h_m 2^h_e, pixel (col, row) of the tile at (x0, y0) has the offset from C
 with kx0 = 2 x0 + 1 - W, ky0 = 2 y0 + 1 - H and ref_off = (centre - C) / h (two
 doubles, rounded once from the exact difference). The skip table (farm/numerics/bla.py)
 is built on the frame's reference orbit for |dc| up to the frame's largest offset.
+With samples (farm/plan/samples.py) sample k moves the pixel's offset by soff[k] 2h
+(the kernel adds it); samples stay inside the image, so the same bound holds.
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bo
         h_m, h_e = num.frexp(frame.spacing / 2)
     ox, oy = per.offset_in(plan.spec.view.center, ref.point, h_m, h_e, frame.bits)
     w, h = plan.spec.size
-    if log2_dc_max is None:  # (|ref_off| + the half diagonal in half spacings) h, and a margin
+    if log2_dc_max is None:  # (|ref_off| + the half diagonal in half spacings) h, and a margin;
+        # every sample lies inside the image (offsets in (-1/2, 1/2) px), so its |dc| is
+        # below this too and the skip table holds for samples as for centres
         log2_dc_max = math.log2((math.hypot(ox, oy) + math.hypot(w, h)) * h_m * (1 + 2.0**-40)) + h_e
     table = empty_table()
     if skipping:

@@ -21,7 +21,9 @@ estimate adds ``-DDISTANCE`` and the pixel spacing as a kernel argument. Perturb
 instead get their reference's orbit (farm/plan/references.py; each uploaded once per
 renderer), the half pixel spacing as mantissa and exponent and the view centre's
 offset from the reference in half spacings (the kernel forms each pixel's offset
-itself), the frame's table for skipping iterations (farm/numerics/bla.py) and, for a
+itself; with samples, also the sample offsets of farm/plan/samples.py, from which it
+forms each sample's; the distance estimate's unit, the spacing, is twice the half
+spacing), the frame's table for skipping iterations (farm/numerics/bla.py) and, for a
 nucleus reference, lambda' for the interior test (farm/compute/perturbation.py; built
 once per frame, kept for the last few). On CPUs perturbed frames with double deltas
 run kernels/perturb_lanes.cl (LaunchConfig.lanes).
@@ -158,6 +160,7 @@ class TileRenderer:
         self.count_steps = count_steps
         self.references = references
         self._orbits: dict[int, cl.Buffer] = {}  # reference index -> its orbit, uploaded once
+        self._soff: cl.Buffer | None = None  # perturbed frames' sample offsets (samples > 1)
         if count_steps:
             npix = plan.grid.tile_w * plan.grid.tile_h
             for slot in self._slots:
@@ -235,7 +238,7 @@ class TileRenderer:
             assert self.references is not None
             head = [self._orbit(pf.ref), np.uint32(len(self.references.refs[pf.ref].orbit))]
             flat = [np.array(pf.ref_off, dtype=np.float64).view(clt.double2)[0],
-                    np.float64(pf.h_m), np.int32(pf.h_e)]
+                    np.float64(pf.h_m), np.int32(pf.h_e), *self._sample_offsets()]
             tail = [self._r2_args["perturb"],
                     cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.coef, dtype=np.float64)),
                     cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.radius, dtype=np.float64)),
@@ -247,6 +250,17 @@ class TileRenderer:
             while len(self._device_args) > FramePrep.KEEP:
                 self._device_args.popitem(last=False)
         return args
+
+    def _sample_offsets(self) -> list:
+        """A flat perturbed tile's sample offsets (samples > 1: one int2 buffer, sample k's
+        offset from the pixel centre in 2^-16 px, x right, y down; none for one sample)."""
+        if self.plan.samples == 1:
+            return []
+        if self._soff is None:
+            offs = np.array(sample_pattern.offsets(self.plan.samples), dtype=np.int32)
+            self._soff = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                                   hostbuf=np.ascontiguousarray(offs))
+        return [self._soff]
 
     # ----------------------------------------------------------------- launches
     def _polar(self, frame: FramePlan) -> bool:
@@ -346,7 +360,7 @@ class TileRenderer:
 
             local = self.config.local_size
             cap = self.config.groups_per_unit * self.info.compute_units * local
-            work = -(-npix // self._lanes(frame))  # work-items needed
+            work = -(-npix * self.plan.samples // self._lanes(frame))  # work-items needed
             global_size = min(-(-work // local) * local, cap)
             kev = self._kernel(frame)(q, (global_size,), (local,), *args, np.uint32(region.width),
                                       np.uint32(npix), np.uint32(frame.max_iter),

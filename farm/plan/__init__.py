@@ -200,20 +200,6 @@ def _frame_precision(requested: str, k: int, log10_s: float) -> str:
     return requested
 
 
-def _check_perturbed_channels(spec: JobSpec, frames: list[FramePlan]) -> None:
-    """Perturbation does not yet carry samples or the derivative (issue 12, second phase)."""
-    perturbed = [f.index for f in frames if f.precision == "perturb"]
-    if not perturbed:
-        return
-    what = [("image.samples", spec.image.samples > 1, "samples > 1"),
-            ("render.distance", spec.render.distance, "distance = true")]
-    for field, asked, text in what:
-        if asked:
-            raise SpecError(field, f"{text} is not yet available for perturbed frames (frame "
-                                   f"{perturbed[0]} is perturbed); use a direct format "
-                                   "(render.precision = f64, fp128 or quad-single) or leave it out")
-
-
 def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None,
               stored_video: Sequence[int] | None = None) -> Plan:
     """Frames with log-interpolated widths, their iteration limits and formats (and,
@@ -228,7 +214,6 @@ def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None,
 
         return expmap_plan(spec, _frames(spec, None, stored_video), stored)
     frames = _frames(spec, stored, None)
-    _check_perturbed_channels(spec, frames)
     w_px, h_px = spec.size
     tile = spec.render.tile
     grid = (TileGrid.auto(w_px, h_px, auto_tile_side(spec.image.samples)) if tile == "auto"
