@@ -34,9 +34,9 @@ def save_binaries(info, device, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     opts = programs.device_options(device, 2048)
     for fmt, src in programs.FORMAT_SOURCES.items():
-        prg = programs.build(ctx, (src, "mandel.cl"), opts)
+        prg = programs.build(ctx, (src, "histogram.cl", "mandel.cl"), opts)
         _save_binary(prg, device, out, fmt)
-    prg = programs.build(ctx, ("perturb.cl", "mandel.cl"), opts + ("-DPERTURB_FX",))
+    prg = programs.build(ctx, ("perturb.cl", "histogram.cl", "mandel.cl"), opts + ("-DPERTURB_FX",))
     _save_binary(prg, device, out, "perturb-fx")
 
 

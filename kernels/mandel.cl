@@ -79,18 +79,7 @@
  */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 
-#ifndef LOCAL_BINS
-#define LOCAL_BINS 1024
-#endif
-
-#ifdef HIST64
-#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
-typedef long hist_t;
-inline void hist_add(__global hist_t *h, uint bin, uint v) { atom_add(h + bin, (long)v); }
-#else
-typedef uint hist_t;
-inline void hist_add(__global hist_t *h, uint bin, uint v) { atomic_add(h + bin, v); }
-#endif
+/* hist_t, hist_count and the local sub-histogram: histogram.cl, built in front */
 
 #ifndef SAMPLES
 #define SAMPLES 1
@@ -228,10 +217,7 @@ void sample_done(struct sample_sink *o, uint q, uint n, double2 z, double2 c, do
     o->dist[p] = d;
 #endif
 #endif
-    if (n < o->nlocal)
-        atomic_inc(&o->lh[n]);
-    else
-        hist_add(o->hist, n, 1u);
+    hist_count(o->lh, o->nlocal, o->hist, n);
 }
 
 __kernel void mandel(FORMAT_ARGS, const uint tw, const uint npix, const uint max_iter,
@@ -239,11 +225,7 @@ __kernel void mandel(FORMAT_ARGS, const uint tw, const uint npix, const uint max
                      __global hist_t *hist)
 {
     __local uint lh[LOCAL_BINS];
-    const uint lid = get_local_id(0), lsz = get_local_size(0);
-    const uint nlocal = min((uint)LOCAL_BINS, max_iter + 1);
-    for (uint b = lid; b < nlocal; b += lsz)
-        lh[b] = 0;
-    barrier(CLK_LOCAL_MEM_FENCE);
+    const uint nlocal = hist_local_clear(lh, max_iter);
 
     const uint G = get_global_size(0);
 #ifdef DISTANCE
@@ -276,8 +258,5 @@ __kernel void mandel(FORMAT_ARGS, const uint tw, const uint npix, const uint max
     }
 #endif
 
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint b = lid; b < nlocal; b += lsz)
-        if (lh[b])
-            hist_add(hist, b, lh[b]);
+    hist_local_flush(lh, nlocal, hist);
 }

@@ -61,18 +61,7 @@
 /* y_off + P rho and the other position arithmetic round as numpy's does (no FMA) */
 #pragma OPENCL FP_CONTRACT OFF
 
-#ifndef LOCAL_BINS
-#define LOCAL_BINS 1024
-#endif
-
-#ifdef HIST64
-#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
-typedef long hist_t;
-inline void hist_add(__global hist_t *h, uint bin, uint v) { atom_add(h + bin, (long)v); }
-#else
-typedef uint hist_t;
-inline void hist_add(__global hist_t *h, uint bin, uint v) { atomic_add(h + bin, v); }
-#endif
+/* hist_t, hist_count and the local sub-histogram: histogram.cl, built in front */
 
 /* farm/synth/__init__.py: SPREAD_SMOOTH, SPREAD_POINT (counts) */
 #define SPREAD_SMOOTH 1.0
@@ -152,11 +141,7 @@ __kernel void synth(__global const uint *strip_n, __global const float *strip_f,
                     __global uint *iters, __global float *frac, __global hist_t *hist)
 {
     __local uint lh[LOCAL_BINS];
-    const uint lid = get_local_id(0), lsz = get_local_size(0);
-    const uint nlocal = min((uint)LOCAL_BINS, max_iter + 1);
-    for (uint b = lid; b < nlocal; b += lsz)
-        lh[b] = 0;
-    barrier(CLK_LOCAL_MEM_FENCE);
+    const uint nlocal = hist_local_clear(lh, max_iter);
 
     const uint npix = W * H, G = get_global_size(0);
     for (uint p = get_global_id(0); p < npix; p += G) {
@@ -220,14 +205,8 @@ __kernel void synth(__global const uint *strip_n, __global const float *strip_f,
 #ifdef WITH_DISTANCE
         out_de[p] = convert_float2(de);
 #endif
-        if (n < nlocal)
-            atomic_inc(&lh[n]);
-        else
-            hist_add(hist, n, 1u);
+        hist_count(lh, nlocal, hist, n);
     }
 
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint b = lid; b < nlocal; b += lsz)
-        if (lh[b])
-            hist_add(hist, b, lh[b]);
+    hist_local_flush(lh, nlocal, hist);
 }

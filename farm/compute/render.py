@@ -277,7 +277,7 @@ class TileRenderer:
 
     def _kernel(self, frame: FramePlan) -> cl.Kernel:
         fmt = frame.precision
-        sources: tuple[str, ...] = (programs.FORMAT_SOURCES[fmt], "mandel.cl")
+        sources: tuple[str, ...] = (programs.FORMAT_SOURCES[fmt], "histogram.cl", "mandel.cl")
         extra: tuple[str, ...] = ()
         if fmt == "perturb" and frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10:
             extra = ("-DPERTURB_FX",)
@@ -286,7 +286,7 @@ class TileRenderer:
         if fmt == "perturb" and self.count_steps:
             extra += ("-DPERTURB_STEPS",)
         if self._lanes(frame) > 1:
-            sources = ("perturb.cl", "perturb_lanes.cl", "mandel.cl")
+            sources = ("perturb.cl", "perturb_lanes.cl", "histogram.cl", "mandel.cl")
             extra += (f"-DPERTURB_LANES={self._lanes(frame)}",)
         if fmt == "perturb" and self.config.min_skip_level != 1:
             extra += (f"-DBLA_MIN_LEVEL={self.config.min_skip_level}",)

@@ -50,7 +50,7 @@ class FrameSynthesizer:
         self.hist_dtype = np.int64 if "-DHIST64" in options else np.uint32
         if distance:
             options += ("-DWITH_DISTANCE",)
-        self.kernel = cl.Kernel(programs.build(self.ctx, ("synth.cl",), options), "synth")
+        self.kernel = cl.Kernel(programs.build(self.ctx, ("histogram.cl", "synth.cl"), options), "synth")
         self.window = RowWindow(max(2, ring or ring_rows(geom)))
         self.ring = self.window.ring
         mf = cl.mem_flags
