@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import weakref
 from importlib import resources
 from pathlib import Path
 
@@ -35,20 +36,26 @@ def source(name: str) -> str:
         return path.read_text(encoding="utf-8")
 
 
-_built: dict[tuple[int, tuple[str, ...], str], cl.Program] = {}
+# Programs built, per context, while something still holds them: weak values, because a
+# program holds its context, and a strong cache kept every context (and its device
+# memory) alive for the life of the process: the GPU test suite ran out of memory.
+_built: weakref.WeakValueDictionary[tuple[int, tuple[str, ...], str], cl.Program] = (
+    weakref.WeakValueDictionary())
 
 
 def build(ctx: cl.Context, names: tuple[str, ...], options: tuple[str, ...] = ()) -> cl.Program:
-    """Build the concatenation of ``names`` (cached per context)."""
+    """Build the concatenation of ``names`` (cached per context while it is in use)."""
     opts = " ".join(options)
     key = (ctx.int_ptr, names, opts)
-    if key not in _built:
+    program = _built.get(key)
+    if program is None:
         text = "\n".join(f'#line 1 "{n}"\n' + source(n) for n in names)
         try:
-            _built[key] = cl.Program(ctx, text).build(options=opts)
+            program = cl.Program(ctx, text).build(options=opts)
         except cl.RuntimeError as err:
             raise DeviceError(f"building {'+'.join(names)} failed:\n{err}") from None
-    return _built[key]
+        _built[key] = program
+    return program
 
 
 def device_options(device: cl.Device, local_bins: int) -> tuple[str, ...]:
