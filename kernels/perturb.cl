@@ -27,6 +27,8 @@
  * bla_levels = 0 turns skipping off.
  *
  * Interior pixels (a nucleus reference, lam != 0): see "interior" below.
+ * -DPERTURB_NO_INTERIOR compiles the test out of both loops here (its state, four
+ * doubles a pixel, cost more than it saved on an H200: farm/compute/launch.py).
  *
  * Samples (-DSAMPLES=S > 1, flat tiles): sample k of pixel (col, row) sits at the
  * offset soff[k] from the pixel centre (farm/plan/samples.py, multiples of 2^-16 px,
@@ -389,7 +391,9 @@ typedef struct {
     double2 dc;   /* offset of the pixel from the reference point */
     double2 Z;    /* Z(m), kept in registers: one orbit load a step */
     double2 w;    /* s dz/dc (-DDISTANCE) */
+#ifndef PERTURB_NO_INTERIOR
     wrap_track wraps; /* the interior test's memory */
+#endif
     uint m;       /* reference step */
     uint n;       /* iterations done */
 } pixel_state;
@@ -401,7 +405,9 @@ inline pixel_state pixel_start(FORMAT_ARGS, uint col, uint row, uint k)
     const double2 dm = pixel_offset(OFFSET_ARG_NAMES, col, row, k, &e);
     s.dc = ldexp(dm, e);
     s.d = s.Z = s.w = (double2)(0.0, 0.0);
+#ifndef PERTURB_NO_INTERIOR
     s.wraps = wraps_start();
+#endif
     s.m = s.n = 0;
     return s;
 }
@@ -420,8 +426,10 @@ inline int pixel_after(FORMAT_ARGS, pixel_state *s, double2 *z)
     if (s->m == orbit_len - 1) {
         /* the reference ends (a nucleus: one period since m = 0): the pixel goes on
          * from Z(0) = 0 with d = Z(m) + d, and meets the interior test */
+#ifndef PERTURB_NO_INTERIOR
         if ((lam.x != 0.0 || lam.y != 0.0) && wrap_interior(&s->wraps, mini_w(zz, lam, lam_e)))
             return 2;
+#endif
         s->d = zz;
         s->m = 0;
         s->Z = (double2)(0.0, 0.0);
@@ -431,7 +439,9 @@ inline int pixel_after(FORMAT_ARGS, pixel_state *s, double2 *z)
         s->d = zz;
         s->m = 0;
         s->Z = (double2)(0.0, 0.0);
+#ifndef PERTURB_NO_INTERIOR
         s->wraps.wraps = 0;
+#endif
     }
     return 0;
 }
@@ -609,7 +619,9 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
     const fx2 s = w;
 #endif
     uint m = 0;
+#ifndef PERTURB_NO_INTERIOR
     wrap_track wraps = wraps_start(); /* the interior test's memory */
+#endif
     STEPS_DECL;
     for (uint n = 1; n <= max_iter; ++n) {
         COUNT_STEP();
@@ -646,15 +658,19 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
         if (m == orbit_len - 1) {
             /* wrap (see pixel_after), in floatexp: d may be below double's range */
             d = fx_add(d, fx_norm(Z, 0));
+#ifndef PERTURB_NO_INTERIOR
             if ((lam.x != 0.0 || lam.y != 0.0) && wrap_interior(&wraps, fx_mini_w(d, lam, lam_e))) {
                 STORE_STEPS(col, row);
                 return 0;
             }
+#endif
             m = 0;
         } else if (mag < fma(dd.x, dd.x, dd.y * dd.y)) {
             d = fx_norm((double2)(zr, zi), 0);
             m = 0;
+#ifndef PERTURB_NO_INTERIOR
             wraps.wraps = 0;
+#endif
         }
     }
     STORE_STEPS(col, row);

@@ -26,6 +26,14 @@ class LaunchConfig:
     skips of 32 steps or more (measured on PoCL, BENCHMARKS.md); GPUs: one pixel per
     work-item, skips of 2 or more. FARM_PERTURB_LANES and FARM_MIN_SKIP_LEVEL override
     the CPU's choice (developer knobs).
+
+    ``interior``: the interior test of perturbed pixels (kernels/perturb.cl: stop a
+    pixel its wraps show attracted to the nucleus' cycle). On CPUs it stays on. On
+    GPUs it is compiled out (-DPERTURB_NO_INTERIOR): its state, four doubles a pixel,
+    cost more than the early stops saved; measured on an H200 (benchmarks/skipping.py,
+    1080p): with it, Seahorse 557.8 Giter/s and the minibrot frame 1882.5; without it
+    714.6 and 2600.6 (and the same counts: every interior pixel still ends with count
+    0 at max_iter).
     """
 
     local_size: int = 128
@@ -33,11 +41,12 @@ class LaunchConfig:
     local_bins: int = 2048
     lanes: int = 1
     min_skip_level: int = 1
+    interior: bool = True
 
     @classmethod
     def for_device(cls, info: DeviceInfo) -> LaunchConfig:
         if info.kind == "GPU":  # the best of the sweep in BENCHMARKS.md (H200)
-            return cls(local_size=256, groups_per_unit=32)
+            return cls(local_size=256, groups_per_unit=32, interior=False)
         lanes = int(os.environ.get("FARM_PERTURB_LANES", "") or 8)
         level = int(os.environ.get("FARM_MIN_SKIP_LEVEL", "") or 5)
         return cls(local_size=64, groups_per_unit=4, lanes=lanes, min_skip_level=level)

@@ -139,17 +139,19 @@ class TileRenderer:
     def __init__(self, device: cl.Device, info: DeviceInfo, plan: Plan,
                  config: LaunchConfig | None = None, slots: int = 4,
                  references: References | None = None, skipping: bool = True,
-                 prep: FramePrep | None = None, interior: bool = True,
+                 prep: FramePrep | None = None, interior: bool | None = None,
                  count_steps: bool = False):
         """``prep`` shares per-frame host work with the process's other renderers (made
         for this one alone when not given). ``skipping`` and ``interior`` (the early
-        stop of pixels attracted to a nucleus' cycle) can be turned off for
+        stop of pixels attracted to a nucleus' cycle; None: the device's choice,
+        LaunchConfig.interior) can be turned off for
         measurements; ``count_steps`` (benchmarks) adds TileResult.arrays["steps"], the
         loop passes per pixel of perturbed frames (with the one-pixel loop)."""
         self.info = info
         self.plan = plan
         self.counters = Counters()  # kernel builds and per-frame preparation, in seconds
         self.config = config or LaunchConfig.for_device(info)
+        self.interior = self.config.interior if interior is None else interior
         self.ctx = cl.Context([device])
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.options = programs.device_options(device, self.config.local_bins) + channel_options(plan)
@@ -170,7 +172,7 @@ class TileRenderer:
                          for fmt in {f.precision for f in plan.frames}}
         # per-frame host state (coordinate axes, or a perturbed frame's arguments),
         # built ahead of need; the device buffers of the last few frames
-        self._prep = prep or FramePrep(plan, references, skipping, interior=interior)
+        self._prep = prep or FramePrep(plan, references, skipping, interior=self.interior)
         self._device_args: collections.OrderedDict[int, tuple[list, list, list]] = (
             collections.OrderedDict())
 
@@ -285,6 +287,8 @@ class TileRenderer:
             extra += ("-DPOLAR",)
         if fmt == "perturb" and self.count_steps:
             extra += ("-DPERTURB_STEPS",)
+        if fmt == "perturb" and not self.interior:
+            extra += ("-DPERTURB_NO_INTERIOR",)
         if self._lanes(frame) > 1:
             sources = ("perturb.cl", "perturb_lanes.cl", "histogram.cl", "mandel.cl")
             extra += (f"-DPERTURB_LANES={self._lanes(frame)}",)
