@@ -2,7 +2,7 @@
 # One GPU session (benchmarks on the lent machine): checks, then kernel and farm timings.
 # Run from the repository root with pyopencl importable; logs and tables go to $OUT.
 # Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [steps]   steps: any of
-#   devices tests kernels quick ptx bench perturb skipping farm scaling
+#   devices tests kernels quick ptx bench perturb skipping farm scaling pipeline expmap samples
 #   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
@@ -21,7 +21,9 @@ for step in $steps; do
       log "tests on the GPU"
       FARM_TEST_DEVICES=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fp128.py tests/test_qs.py \
         tests/test_kernel_f64.py tests/test_histogram.py tests/test_deep.py tests/test_perturb.py \
-        tests/test_bla.py > "$OUT/tests.txt" 2>&1
+        tests/test_bla.py tests/test_skip.py tests/test_reference.py tests/test_distance.py \
+        tests/test_samples.py tests/test_perturb_channels.py tests/test_expmap_synth.py \
+        tests/test_color_kernel.py > "$OUT/tests.txt" 2>&1
       tail -4 "$OUT/tests.txt"
       log "fp128 tests without PTX"
       FARM_NO_PTX=1 FARM_TEST_DEVICES=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fp128.py \
@@ -63,6 +65,21 @@ for step in $steps; do
       python3 -c "import h5py, numpy as np; a, b = h5py.File('/tmp/zoom_1e300.h5'), h5py.File('/tmp/zoom_mpi.h5'); \
 print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in ('iterations', 'fraction', 'histogram')))" \
         | tee -a "$OUT/zoom.txt" ;;
+    pipeline)
+      log "the whole job (issue 11): heavy and light 1080p, 1 and 2 GPUs, video; encode and frames"
+      OUT="$OUT" python3 benchmarks/pipeline.py 2>&1 | tee "$OUT/pipeline.txt" | tail -14
+      python3 benchmarks/encode.py --frames 120 --repeat 2 2>&1 | tee "$OUT/encode.txt" | tail -16 ;;
+    expmap)
+      log "exponential maps (issue 13): frames against expmap, synthesis"
+      python3 benchmarks/expmap.py synth 2>&1 | tee "$OUT/synth.txt"
+      python3 benchmarks/expmap.py render --size 1920x1080 --doublings 12 --out /tmp/em1 2>&1 | tee "$OUT/expmap1.txt"
+      python3 benchmarks/expmap.py render --size 960x540 --doublings 12 --width0 1e-10 --out /tmp/em2 \
+        2>&1 | tee "$OUT/expmap2.txt" ;;
+    samples)
+      log "samples and the distance estimate (issue 12)"
+      python3 benchmarks/samples.py --device gpu --side 1024 --sections cost 2>&1 | tee "$OUT/samples.txt"
+      python3 benchmarks/samples.py --device gpu --perturbed --sections cost quality --side 1024 \
+        --size 480x270 2>&1 | tee -a "$OUT/samples.txt" ;;
     scaling)
       n=$(nvidia-smi -L | wc -l)
       ws=1; [ "$n" -ge 2 ] && ws=1,2; [ "$n" -ge 4 ] && ws=1,2,4
