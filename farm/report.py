@@ -236,7 +236,7 @@ def timeline_lines(run: dict[str, Any]) -> list[str]:
     workers = max(1, t["workers"])
     share = 100 * t["gpu_s"] / (workers * render) if render > 0 else 0.0
     lines.append(
-        f"  workers  ({workers}) GPU busy {t['gpu_s']:.2f} s ({share:.0f}% of {workers} x render), "
+        f"  workers  ({workers}) device busy {t['gpu_s']:.2f} s ({share:.0f}% of {workers} x render), "
         f"waiting for frame preparation {t['prep_s']:.2f} s, kernel builds {t['build_s']:.2f} s, "
         f"device set-up {t['setup_s']:.2f} s, sending {t['send_s']:.2f} s, idle {t['idle_s']:.2f} s")
     master = (f"  master   loop {t['master_busy']:.2f} s (receiving {t['master_receive']:.2f} s), "
