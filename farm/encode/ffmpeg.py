@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from farm.compute.nodes import nvidia_present
 from farm.errors import FarmError, UsageError
 
 
@@ -69,11 +70,6 @@ class VideoSettings:
 def partial_path(video: Path) -> Path:
     """The hidden temporary name a video is written under."""
     return video.with_name(f".{video.stem}.partial{video.suffix}")
-
-
-def nvidia_present() -> bool:
-    """An NVIDIA driver is loaded on this machine."""
-    return Path("/dev/nvidiactl").exists()
 
 
 def codec_args(codec: str, crf: int, preset: str) -> list[str]:

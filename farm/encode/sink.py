@@ -37,6 +37,7 @@ import numpy as np
 
 from farm.color.methods import Style
 from farm.color.stats import FrameStats, Statistics
+from farm.compute.nodes import gpu_possible
 from farm.encode.outputs import Output
 from farm.errors import StoreError, UsageError
 from farm.progress import Progress
@@ -54,14 +55,6 @@ class Bar(Protocol):
 
     def advance(self, n: int = 1) -> None: ...
     def close(self) -> None: ...
-
-
-def gpu_possible() -> bool:
-    """A GPU device node exists (NVIDIA, AMD's KFD, a DRM render node)."""
-    import glob
-
-    return (Path("/dev/nvidiactl").exists() or Path("/dev/kfd").exists()
-            or bool(glob.glob("/dev/dri/renderD*")))
 
 
 def default_colourer(engine: str = "auto") -> Colourer:

@@ -26,7 +26,6 @@ share one :class:`Synthesis`.
 from __future__ import annotations
 
 import collections
-import glob
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from farm.compute.nodes import gpu_possible
 from farm.errors import UsageError
 from farm.plan.expmap import ExpmapGeometry
 from farm.plan.units import ExpmapLayout
@@ -131,13 +131,6 @@ class HostEngine:
                if name != "histogram"}
         out["histogram"] = np.sum([p["histogram"] for p in parts], axis=0)
         return out
-
-
-def gpu_possible() -> bool:
-    """A GPU device node exists (NVIDIA, AMD's KFD, a DRM render node): only then is
-    OpenCL asked for a GPU (the same test as the frame sink's colourer)."""
-    return (os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd")
-            or bool(glob.glob("/dev/dri/renderD*")))
 
 
 def make_engine(geom: ExpmapGeometry, bins: int, engine: str = "auto") -> Engine:
