@@ -36,10 +36,10 @@ from farm.store import layout, space
 from farm.store.lock import StoreLock
 from farm.store.reader import Store
 from farm.store.writer import StoreWriter
+from farm.timeline import WORKER_COUNTERS, MasterTiming
 
 if TYPE_CHECKING:
     from farm.encode.process import SinkProcess
-from farm.timeline import WORKER_COUNTERS, MasterTiming
 
 
 @dataclass(frozen=True)
@@ -304,7 +304,6 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
         if sink is not None:
             sink.abort()
         raise
-
 
 
 def _check_paths(store_path: Path, video: str, options: RenderOptions) -> None:

@@ -70,9 +70,14 @@ def _output_for(video: VideoSettings, frames: int, size: tuple[int, int]) -> Out
 def check_video(store_path: str | os.PathLike[str], color, video: str | os.PathLike[str]) -> Style:
     """SpecError (``color.palette``, ``output.video``) unless the store's frames can be
     coloured with ``color`` into ``video`` (a still: its PNG); returns the style."""
-    style = Style.from_settings(color)
     with Store(store_path) as store:
         frames = store.frames
+    return _checked_style(color, video, frames)
+
+
+def _checked_style(color, video: str | os.PathLike[str], frames: int) -> Style:
+    """:func:`check_video` for a store of ``frames`` frames."""
+    style = Style.from_settings(color)
     check_output(still_path(video) if frames == 1 else video, "output.video")
     return style
 
@@ -82,13 +87,13 @@ def open_video_sink(store_path: str | os.PathLike[str], color, video: VideoSetti
                     segments: int | None = None) -> FrameSink | SegmentedSink:
     """A sink that colours the store's frames with ``color`` (a :class:`farm.spec.Color`)
     into ``video`` (a still: a PNG, :func:`still_path`) as they complete, encoded in
-    ``segments`` parts at once (default: :func:`~farm.encode.segments.segment_count`,
-    from the cores). The store must exist. Raises SpecError (``color.palette``,
-    ``output.video``) before writing anything when the palette or the video path
-    cannot be used."""
-    style = check_video(store_path, color, video.path)
+    ``segments`` parts at once (default: :func:`~farm.encode.segments.segment_count`:
+    one, unless FARM_ENCODE_SEGMENTS says otherwise). The store must exist. Raises
+    SpecError (``color.palette``, ``output.video``) before writing anything when the
+    palette or the video path cannot be used."""
     with Store(store_path) as store:
         frames, size = store.frames, store.spec.size
+    style = _checked_style(color, video.path, frames)
     count = 1 if frames == 1 else segments or segment_count(frames, video.fps)
     if count > 1 and len(boundaries(frames, count, video.fps)) > 2:
         return SegmentedSink(store_path, video, size, style, color.smoothing, frames, count,

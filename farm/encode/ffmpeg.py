@@ -67,6 +67,13 @@ class VideoSettings:
                    out.crf if crf is None else crf, out.preset, out.codec)
 
 
+def last_line(stderr: str, returncode: int | None) -> str:
+    """What an ffmpeg run that failed says: its last line of error output, or its exit
+    status when it printed nothing."""
+    lines = stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit status {returncode}"
+
+
 def partial_path(video: Path) -> Path:
     """The hidden temporary name a video is written under."""
     return video.with_name(f".{video.stem}.partial{video.suffix}")
@@ -89,10 +96,7 @@ def try_codec(codec: str, width: int, height: int) -> str | None:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as err:
         return str(err)
-    if done.returncode == 0:
-        return None
-    lines = done.stderr.strip().splitlines()
-    return lines[-1] if lines else f"exit status {done.returncode}"
+    return None if done.returncode == 0 else last_line(done.stderr, done.returncode)
 
 
 @functools.cache
@@ -164,9 +168,8 @@ class VideoEncoder:
 
     def _failure(self) -> EncodeError:
         self._drain.join(timeout=5)
-        text = b"".join(self._errors).decode(errors="replace").strip()
-        last = text.splitlines()[-1] if text else f"exit status {self.proc.returncode}"
-        return EncodeError(f"ffmpeg ({self.codec}) failed: {last}")
+        text = b"".join(self._errors).decode(errors="replace")
+        return EncodeError(f"ffmpeg ({self.codec}) failed: {last_line(text, self.proc.returncode)}")
 
     def write(self, rgb: np.ndarray) -> None:
         """Append one frame, uint8 (H, W, 3) at the image size (cropped to even)."""

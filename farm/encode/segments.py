@@ -108,9 +108,8 @@ def join(parts: list[Path], video: Path) -> Path:
                "-f", "mp4", "-y", str(tmp)]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            lines = done.stderr.strip().splitlines()
-            raise EncodeError(f"ffmpeg could not join the video's segments: "
-                              f"{lines[-1] if lines else f'exit status {done.returncode}'}")
+            raise EncodeError("ffmpeg could not join the video's segments: "
+                              + ff.last_line(done.stderr, done.returncode))
         os.replace(tmp, video)
         return video
     finally:
