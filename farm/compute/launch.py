@@ -15,8 +15,9 @@ class LaunchConfig:
     """Work-group size, how many groups per compute unit a launch may use, and the
     bins of the local-memory sub-histogram.
 
-    The global size is ``min(pixels rounded up to local_size, groups_per_unit *
-    compute_units * local_size)``; each work-item takes every G-th pixel. Counts
+    The global size (:meth:`global_size`) is ``min(work-items rounded up to
+    local_size, groups_per_unit * compute_units * local_size)``; each work-item takes
+    every G-th pixel. Counts
     below ``local_bins`` are counted in local memory, the rest with global atomics.
 
     Perturbation: ``lanes`` > 1 keeps that many pixels in flight per work-item with
@@ -42,6 +43,11 @@ class LaunchConfig:
     lanes: int = 1
     min_skip_level: int = 1
     interior: bool = True
+
+    def global_size(self, work_items: int, compute_units: int) -> int:
+        """The global size of a launch that has ``work_items`` to do (see above)."""
+        local = self.local_size
+        return min(-(-work_items // local) * local, self.groups_per_unit * compute_units * local)
 
     @classmethod
     def for_device(cls, info: DeviceInfo) -> LaunchConfig:

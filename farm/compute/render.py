@@ -362,11 +362,10 @@ class TileRenderer:
             args, uploads, keep = self._format_args(frame, region, slot)
             uploads.append(cl.enqueue_fill_buffer(q, slot.hist, np.zeros(1, self.hist_dtype), 0, hist_bytes))
 
-            local = self.config.local_size
-            cap = self.config.groups_per_unit * self.info.compute_units * local
             work = -(-npix * self.plan.samples // self._lanes(frame))  # work-items needed
-            global_size = min(-(-work // local) * local, cap)
-            kev = self._kernel(frame)(q, (global_size,), (local,), *args, np.uint32(region.width),
+            global_size = self.config.global_size(work, self.info.compute_units)
+            kev = self._kernel(frame)(q, (global_size,), (self.config.local_size,), *args,
+                                      np.uint32(region.width),
                                       np.uint32(npix), np.uint32(frame.max_iter),
                                       *slot.outputs, slot.hist, wait_for=uploads)
             readbacks = [cl.enqueue_copy(q, stage[:npix * c.depth], buf, is_blocking=False)

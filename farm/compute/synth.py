@@ -149,10 +149,8 @@ class FrameSynthesizer:
         if self.distance:
             args += [self.strip[2], self.centre[2], np.float64(fp.de_off), self.out[2]]
         args += [self.out[0], self.out[1], self.hist]
-        local = self.config.local_size
-        cap = self.config.groups_per_unit * self.info.compute_units * local
-        global_size = min(-(-npix // local) * local, cap)
-        self.kernel(q, (global_size,), (local,), *args)
+        global_size = self.config.global_size(npix, self.info.compute_units)
+        self.kernel(q, (global_size,), (self.config.local_size,), *args)
         iterations = np.empty((h, w), np.uint32)
         fraction = np.empty((h, w), np.float32)
         hist = np.empty(max_iter + 1, self.hist_dtype)
