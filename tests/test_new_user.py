@@ -180,3 +180,28 @@ def test_asking_for_a_missing_gpu_writes_nothing(tmp_path):
     result = run_farm("render", str(job), "--device", "gpu", "--quiet", cwd=tmp_path)
     assert result.returncode == 1 and "no OpenCL GPU" in result.stderr, result.stderr
     assert not (tmp_path / "renders").exists()
+
+
+def test_one_cpu_device_is_a_candidate_the_first_that_compiles(monkeypatch):
+    """Two CPU platforms drive the same cores: only the first CPU device that compiles is
+    a candidate, and the ones after it are never built on (pip's PoCL on a Zen 4 builds
+    the lanes kernel into nothing and aborts its process at exit)."""
+    from farm.compute import device as devmod
+
+    def fake(p, kind):
+        return (devmod.DeviceInfo(p, 0, f"platform {p}", f"dev {p}", kind, 2, 1 << 30, True, True),
+                object())
+
+    broken, probed = {0}, []
+
+    def problem(info):
+        probed.append(info.platform_index)
+        return "no" if info.platform_index in broken else None
+
+    monkeypatch.setattr(devmod, "build_problem", problem)
+    devs = [fake(0, "CPU"), fake(1, "CPU"), fake(2, "GPU"), fake(3, "CPU")]
+    assert [i.platform_index for i, _ in devmod._usable(devs)] == [1, 2]
+    assert probed == [0, 1, 2]  # platform 3's CPU device is not built on
+    broken.update({1, 2, 3})
+    with pytest.raises(devmod.DeviceError, match="no OpenCL device can compile"):
+        devmod._usable(devs)

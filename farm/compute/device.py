@@ -111,8 +111,20 @@ def build_problem(info: DeviceInfo) -> str | None:
 
 
 def _usable(devs: list[tuple[DeviceInfo, cl.Device]]) -> list[tuple[DeviceInfo, cl.Device]]:
-    """The devices that compile kernels; a DeviceError naming each failure if none does."""
-    good = [d for d in devs if build_problem(d[0]) is None]
+    """The devices that compile kernels, with one CPU device at most; a DeviceError
+    naming each failure if none compiles.
+
+    Every CPU platform (Debian's PoCL, pip's PoCL, a vendor's runtime) drives the same
+    processor, so a second CPU device adds no cores, only another compiler: pip's PoCL
+    3.0 on an AMD Zen 4 passes the probe but builds the lanes kernel (double8 code) into
+    a program without kernels, and aborts its process at exit once it has. So the
+    first CPU device that compiles is kept and later ones are not even probed."""
+    good: list[tuple[DeviceInfo, cl.Device]] = []
+    for d in devs:
+        if d[0].kind == "CPU" and any(g[0].kind == "CPU" for g in good):
+            continue
+        if build_problem(d[0]) is None:
+            good.append(d)
     if devs and not good:
         reasons = "; ".join(f"{i.ref} {i.name}: {build_problem(i)}" for i, _ in devs)
         raise DeviceError(f"no OpenCL device can compile kernels ({reasons}); "
