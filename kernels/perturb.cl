@@ -190,13 +190,12 @@ inline int bla_valid(__global const double *bla_r, __global const uint *bla_off,
 #define BLA_MIN_LEVEL 1 /* the shortest skip taken: 2^BLA_MIN_LEVEL steps */
 #endif
 
-inline uint bla_level(__global const double *bla_r, __global const uint *bla_off,
-                      uint bla_levels, uint m, uint room, double dmax)
+/* The longest valid skip at step m, given that level BLA_MIN_LEVEL is valid there:
+ * 1 + its level (a binary search over the longer levels that start at m). */
+inline uint bla_level_above(__global const double *bla_r, __global const uint *bla_off,
+                            uint bla_levels, uint m, uint room, double dmax)
 {
-    const uint r = m - 1, lo_mask = (1u << BLA_MIN_LEVEL) - 1u;
-    if ((r & lo_mask) || bla_levels <= BLA_MIN_LEVEL ||
-        !bla_valid(bla_r, bla_off, r, BLA_MIN_LEVEL, room, dmax))
-        return 0;
+    const uint r = m - 1;
     /* level j starts maps at steps with (m - 1) % 2^j == 0 */
     uint lo = BLA_MIN_LEVEL, hi = min(popcount((r & (0u - r)) - 1u), bla_levels - 1);
     while (lo < hi) {
@@ -207,6 +206,16 @@ inline uint bla_level(__global const double *bla_r, __global const uint *bla_off
             hi = mid - 1;
     }
     return lo + 1;
+}
+
+inline uint bla_level(__global const double *bla_r, __global const uint *bla_off,
+                      uint bla_levels, uint m, uint room, double dmax)
+{
+    const uint r = m - 1, lo_mask = (1u << BLA_MIN_LEVEL) - 1u;
+    if ((r & lo_mask) || bla_levels <= BLA_MIN_LEVEL ||
+        !bla_valid(bla_r, bla_off, r, BLA_MIN_LEVEL, room, dmax))
+        return 0;
+    return bla_level_above(bla_r, bla_off, bla_levels, m, room, dmax);
 }
 
 /* The map (A, B, C, D, E) of level `level` starting at step m. */
@@ -346,16 +355,11 @@ inline double2 bla_deriv(__global const double2 *map, double2 d, double2 dc, dou
     return cmul(a, w) + b * s;
 }
 
-/* The longest valid skip for the pixel with delta *d at step m: applies it (and, with
- * -DDISTANCE, its derivative to *w, s the pixel spacing) and returns its length, or
- * returns 0. */
-inline uint bla_take(__global const double2 *bla_ab, __global const double *bla_r,
-                     __global const uint *bla_off, uint bla_levels, uint m, uint room,
-                     double2 *d, double2 dc, double2 *w, double s)
+/* The skip of level `level` - 1 at step m (level from bla_level, >= 1) applied to *d
+ * (and, with -DDISTANCE, its derivative to *w, s the pixel spacing); returns its length. */
+inline uint bla_skip(__global const double2 *bla_ab, __global const uint *bla_off, uint m,
+                     uint level, double2 *d, double2 dc, double2 *w, double s)
 {
-    const uint level = bla_level(bla_r, bla_off, bla_levels, m, room, abs_bound(d->x, d->y));
-    if (!level)
-        return 0;
     __global const double2 *map = bla_map(bla_ab, bla_off, m, level - 1);
 #ifdef DISTANCE
     *w = bla_deriv(map, *d, dc, *w, s);
@@ -364,13 +368,14 @@ inline uint bla_take(__global const double2 *bla_ab, __global const double *bla_
     return 1u << (level - 1);
 }
 
-/* A cheap filter in front of bla_take: a map at step m needs |d| < R <= 2^-(shift+1)
- * max(|Z.x|, |Z.y|) (bla.py), so a skip is impossible unless max(|d.x|, |d.y|) * 2^shift
- * is below max(|Z.x|, |Z.y|) / 2; tested on high words (H200: -1% to +6% against the
- * same test in doubles over five workloads, BENCHMARKS.md). */
-inline bool bla_worth_trying(double2 d, double2 Z, uint shift)
+/* The radius of the shortest map (level BLA_MIN_LEVEL) that starts at step m, 0 where
+ * none does; that level's maps are bla_r[first .. first + count - 1]. Loaded beside
+ * Z(m), it makes the loop's test "can this pixel skip at all?" exact for one load that
+ * does not wait on any other (H200: see BENCHMARKS.md, "One load decides"). */
+inline double bla_first_radius(__global const double *bla_r, uint first, uint count, uint m)
 {
-    return high_word_max(d.x, d.y) + (shift << 20) < high_word_max(Z.x, Z.y);
+    const uint r = m - 1, k = r >> BLA_MIN_LEVEL; /* m = 0: r odd, no map */
+    return !(r & ((1u << BLA_MIN_LEVEL) - 1u)) && k < count ? bla_r[first + k] : 0.0;
 }
 
 /* |z|^2 and |d|^2 as the loops compare them */
@@ -390,6 +395,7 @@ typedef struct {
     double2 d;    /* delta from Z(m) */
     double2 dc;   /* offset of the pixel from the reference point */
     double2 Z;    /* Z(m), kept in registers: one orbit load a step */
+    double r1;    /* radius of the shortest skip from step m (0: none), loaded with Z */
     double2 w;    /* s dz/dc (-DDISTANCE) */
 #ifndef PERTURB_NO_INTERIOR
     wrap_track wraps; /* the interior test's memory */
@@ -405,6 +411,7 @@ inline pixel_state pixel_start(FORMAT_ARGS, uint col, uint row, uint k)
     const double2 dm = pixel_offset(OFFSET_ARG_NAMES, col, row, k, &e);
     s.dc = ldexp(dm, e);
     s.d = s.Z = s.w = (double2)(0.0, 0.0);
+    s.r1 = 0.0;
 #ifndef PERTURB_NO_INTERIOR
     s.wraps = wraps_start();
 #endif
@@ -414,9 +421,10 @@ inline pixel_state pixel_start(FORMAT_ARGS, uint col, uint row, uint k)
 
 /* After a step or a skip has moved the pixel to step m with delta d: escape (returns
  * 1, z set), interior (returns 2), or on (returns 0; rebased or wrapped if due). */
-inline int pixel_after(FORMAT_ARGS, pixel_state *s, double2 *z)
+inline int pixel_after(FORMAT_ARGS, pixel_state *s, uint first, uint count, double2 *z)
 {
     s->Z = orbit[s->m];
+    s->r1 = bla_first_radius(bla_r, first, count, s->m);
     const double2 zz = s->Z + s->d;
     const double mag = norm2(zz);
     if (mag > r2) {
@@ -433,12 +441,14 @@ inline int pixel_after(FORMAT_ARGS, pixel_state *s, double2 *z)
         s->d = zz;
         s->m = 0;
         s->Z = (double2)(0.0, 0.0);
+        s->r1 = 0.0;
     } else if (mag < norm2(s->d)) {
         /* rebase: the pixel is nearer 0 than its delta (after a skip |d| is far below
          * |Z|, so only a step gets here) */
         s->d = zz;
         s->m = 0;
         s->Z = (double2)(0.0, 0.0);
+        s->r1 = 0.0;
 #ifndef PERTURB_NO_INTERIOR
         s->wraps.wraps = 0;
 #endif
@@ -456,13 +466,18 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
 #else
     const double ds = 0.0;
 #endif
+    /* the shortest maps' rows in the table (none without skipping) */
+    const uint first = bla_off[min(bla_levels, (uint)BLA_MIN_LEVEL)];
+    const uint count = bla_levels > BLA_MIN_LEVEL ? bla_off[BLA_MIN_LEVEL + 1] - first : 0u;
     STEPS_DECL;
     while (s.n < max_iter) {
         COUNT_STEP();
         uint len = 0;
-        if (s.m >= 1 && bla_levels && bla_worth_trying(s.d, s.Z, bla_shift))
-            len = bla_take(bla_ab, bla_r, bla_off, bla_levels, s.m, max_iter - s.n, &s.d, s.dc,
-                           &s.w, ds);
+        const double dmax = abs_bound(s.d.x, s.d.y);
+        if (dmax < s.r1 && (1u << BLA_MIN_LEVEL) <= max_iter - s.n) {
+            const uint level = bla_level_above(bla_r, bla_off, bla_levels, s.m, max_iter - s.n, dmax);
+            len = bla_skip(bla_ab, bla_off, s.m, level, &s.d, s.dc, &s.w, ds);
+        }
         if (!len) {
 #ifdef DISTANCE
             s.w = deriv_step(s.w, s.Z + s.d, ds);
@@ -472,7 +487,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
         }
         s.m += len;
         s.n += len;
-        const int end = pixel_after(FORMAT_ARG_NAMES, &s, z);
+        const int end = pixel_after(FORMAT_ARG_NAMES, &s, first, count, z);
         if (end) {
             STORE_STEPS(col, row);
             *w = s.w;

@@ -173,19 +173,14 @@ inline vlong lanes_try(vdouble dr, vdouble di, vdouble Zr, vdouble Zi, vlong m, 
 /* The lanes whose map of level BLA_MIN_LEVEL at m is valid for their delta: the
  * first test of bla_level, on every lane (a lane at an m where no such map starts
  * gets 0). */
-#define RADIUS_LANE(k)                                                                     \
-    do {                                                                               \
-        const uint r = (uint)m.s##k - 1, idx = offa + (r >> BLA_MIN_LEVEL);           \
-        r1.s##k = !(r & lo_mask) && idx < offb ? bla_r[idx] : 0.0;                     \
-    } while (0)
+#define RADIUS_LANE(k) (r1.s##k = bla_first_radius(bla_r, first, count, (uint)m.s##k))
 inline vlong lanes_can_skip(__global const double *bla_r, __global const uint *bla_off,
                           uint bla_levels, vlong m, vlong n, uint max_iter, vdouble dr,
                           vdouble di)
 {
     if (bla_levels <= BLA_MIN_LEVEL)
         return (vlong)0;
-    const uint offa = bla_off[BLA_MIN_LEVEL], offb = bla_off[BLA_MIN_LEVEL + 1];
-    const uint lo_mask = (1u << BLA_MIN_LEVEL) - 1u;
+    const uint first = bla_off[BLA_MIN_LEVEL], count = bla_off[BLA_MIN_LEVEL + 1] - first;
     vdouble r1;
     RADIUS_LANE(0);
     RADIUS_LANE(1);
@@ -213,13 +208,16 @@ inline vlong lanes_can_skip(__global const double *bla_r, __global const uint *b
     return (bound < r1) & (n + (vlong)(1 << BLA_MIN_LEVEL) <= (vlong)max_iter);
 }
 
-/* Lane k's skip, if it has a valid one (bla_take of perturb.cl, with the derivative's
- * map for -DDISTANCE, s the pixel spacing): returns its length. */
+/* Lane k's skip, for a lane that lanes_can_skip passed (its shortest map is valid):
+ * the longest valid one, applied (with the derivative's map for -DDISTANCE, s the pixel
+ * spacing); returns its length. */
 inline uint lane_skip(FORMAT_ARGS, lanes_cold *t, uint k, uint max_iter, double s)
 {
     double2 d = (double2)(t->dr[k], t->di[k]), w = (double2)(t->wr[k], t->wi[k]);
-    const uint len = bla_take(bla_ab, bla_r, bla_off, bla_levels, (uint)t->m[k],
-                              max_iter - (uint)t->n[k], &d, (double2)(t->dcr[k], t->dci[k]),
+    const uint m = (uint)t->m[k];
+    const uint level = bla_level_above(bla_r, bla_off, bla_levels, m, max_iter - (uint)t->n[k],
+                                       abs_bound(d.x, d.y));
+    const uint len = bla_skip(bla_ab, bla_off, m, level, &d, (double2)(t->dcr[k], t->dci[k]),
                               &w, s);
     t->dr[k] = d.x;
     t->di[k] = d.y;
