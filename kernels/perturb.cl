@@ -21,7 +21,7 @@
  *
  * Iteration skipping (both formats): a table of maps (built on the host per frame,
  * farm/numerics/bla.py) takes d at step m to d at step m + 2^j as
- *     A d + B dc + (C d + D dc) d + (E dc) dc        while |d| < R;
+ *     A d + B dc + (C d + D dc) d + (E dc) dc        while max(|d.x|, |d.y|) < R;
  * the loop takes the longest such map that starts at m (m - 1 a multiple of 2^j) and
  * is valid, checks escape where it lands, and otherwise takes one ordinary step.
  * bla_levels = 0 turns skipping off.
@@ -85,11 +85,13 @@
  *                                  dc = rho_m[row] cis[col] 2^rho_e
  *   then, for both:
  *   r2                  double     escape radius squared
- *   bla_ab    [5 N]     double2    A, B, C, D, E of each map (complex)
- *   bla_r     [N]       double     its validity radius (floatexp builds: its log2)
- *   bla_off   [levels+1] uint      level j's maps are bla_off[j] .. bla_off[j+1] - 1;
- *                                  map k of level j starts at step 1 + k 2^j
- *   bla_levels          uint       levels in the table (0: no skipping)
+ *   bla_ab    [5 N]     double2    A, B, C, D, E of each map (complex), one map a row:
+ *                                  the map of level j from step m is row m - 1 + 2^(j-1)
+ *   bla_r     [N]       double     its validity radius for max(|d.x|, |d.y|), 0 where
+ *                                  there is none (floatexp builds: its log2, or -inf)
+ *   bla_rows            uint       N
+ *   bla_levels          uint       levels in the table (maps of 2^j steps, j < levels;
+ *                                  0 or 1: no skipping)
  *   bla_shift           uint       every map at step m has R <= 2^-(shift+1) max(|Z.x|,|Z.y|)
  *   lam, lam_e      double2, int   lambda' = lam 2^lam_e of a nucleus (lam = 0: no
  *                                  interior test)
@@ -148,10 +150,10 @@ inline double2 pixel_offset(OFFSET_ARGS, uint col, uint row, uint k, int *e)
 
 #define FORMAT_ARGS __global const double2 *orbit, const uint orbit_len, OFFSET_ARGS,          \
                     const double r2, __global const double2 *bla_ab,                     \
-                    __global const double *bla_r, __global const uint *bla_off,          \
+                    __global const double *bla_r, const uint bla_rows,                   \
                     const uint bla_levels, const uint bla_shift, const double2 lam,      \
                     const int lam_e STEPS_ARGS
-#define FORMAT_ARG_NAMES orbit, orbit_len, OFFSET_ARG_NAMES, r2, bla_ab, bla_r, bla_off, \
+#define FORMAT_ARG_NAMES orbit, orbit_len, OFFSET_ARG_NAMES, r2, bla_ab, bla_r, bla_rows, \
                          bla_levels, bla_shift, lam, lam_e STEPS_ARG_NAMES
 
 /* Built with -DPERTURB_STEPS (benchmarks only): two more arguments, steps_out [npix]
@@ -173,63 +175,62 @@ inline double2 pixel_offset(OFFSET_ARGS, uint col, uint row, uint k, int *e)
 
 /* ------------------------------------------------------------------ skip tables */
 
-/* The longest valid skip at step m (>= 1) for a delta of size at most dmax: returns
- * 1 + its level, or 0 when none is valid. Validity is monotone in the level (a map's
- * radius never grows with its level, and a map that exists or fits the remaining
- * iterations implies its halves do): level BLA_MIN_LEVEL first (1 by default: level 0,
- * single steps, is the loop's own; perturb_lanes.cl takes only longer skips), so a
- * pixel that cannot skip pays one load, then a binary search. */
-inline int bla_valid(__global const double *bla_r, __global const uint *bla_off, uint r, uint j,
-                     uint room, double dmax)
-{
-    const uint idx = bla_off[j] + (r >> j);
-    return idx < bla_off[j + 1] && (1u << j) <= room && dmax < bla_r[idx];
-}
+/* The table's rows (farm/numerics/bla.py, device_layout): the map of 2^j steps (level
+ * j >= 1) that starts at step m (m - 1 a multiple of 2^j) is row (m - 1) + 2^(j - 1),
+ * the middle of the steps it covers, so every row holds one map; it is valid while
+ * max(|d.x|, |d.y|) < bla_r[row] (radius 0, or -inf for log2 radii: absent or never
+ * valid). The maps that start at one step lie 1, 2, 4, ... rows apart: the short ones
+ * share a cache line. */
 
 #ifndef BLA_MIN_LEVEL
 #define BLA_MIN_LEVEL 1 /* the shortest skip taken: 2^BLA_MIN_LEVEL steps */
 #endif
 
-/* The longest valid skip at step m, given that level BLA_MIN_LEVEL is valid there:
- * 1 + its level (a binary search over the longer levels that start at m). */
-inline uint bla_level_above(__global const double *bla_r, __global const uint *bla_off,
-                            uint bla_levels, uint m, uint room, double dmax)
+/* Whether the map of level j starting at step r + 1 exists, fits the room left and is
+ * valid for a delta whose larger part is dmax (log2 of it for log2 radii). */
+inline bool bla_valid(__global const double *bla_r, uint bla_rows, uint r, uint j, uint room,
+                      double dmax)
 {
-    const uint r = m - 1;
-    /* level j starts maps at steps with (m - 1) % 2^j == 0 */
-    uint lo = BLA_MIN_LEVEL, hi = min(popcount((r & (0u - r)) - 1u), bla_levels - 1);
-    while (lo < hi) {
-        const uint mid = (lo + hi + 1) / 2;
-        if (bla_valid(bla_r, bla_off, r, mid, room, dmax))
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo + 1;
+    const uint row = r + (1u << (j - 1));
+    return !(r & ((1u << j) - 1u)) && row < bla_rows && (1u << j) <= room && dmax < bla_r[row];
 }
 
-inline uint bla_level(__global const double *bla_r, __global const uint *bla_off,
-                      uint bla_levels, uint m, uint room, double dmax)
+/* The longest valid skip at step m, given that level BLA_MIN_LEVEL is valid there: its
+ * level. Validity is monotone in the level (a map's radius never exceeds that of its
+ * first half, and a map that exists or fits the room implies its halves do), and most
+ * skips are short, so the levels are tried upwards. */
+inline uint bla_level_above(__global const double *bla_r, uint bla_rows, uint bla_levels, uint m,
+                            uint room, double dmax)
 {
-    const uint r = m - 1, lo_mask = (1u << BLA_MIN_LEVEL) - 1u;
-    if ((r & lo_mask) || bla_levels <= BLA_MIN_LEVEL ||
-        !bla_valid(bla_r, bla_off, r, BLA_MIN_LEVEL, room, dmax))
+    uint j = BLA_MIN_LEVEL;
+    while (j + 1 < bla_levels && bla_valid(bla_r, bla_rows, m - 1, j + 1, room, dmax))
+        ++j;
+    return j;
+}
+
+/* The longest valid skip at step m >= 1: its level, or 0 when none is. */
+inline uint bla_level(__global const double *bla_r, uint bla_rows, uint bla_levels, uint m,
+                      uint room, double dmax)
+{
+    if (bla_levels <= BLA_MIN_LEVEL || !bla_valid(bla_r, bla_rows, m - 1, BLA_MIN_LEVEL, room, dmax))
         return 0;
-    return bla_level_above(bla_r, bla_off, bla_levels, m, room, dmax);
+    return bla_level_above(bla_r, bla_rows, bla_levels, m, room, dmax);
 }
 
-/* The map (A, B, C, D, E) of level `level` starting at step m. */
-inline __global const double2 *bla_map(__global const double2 *bla_ab,
-                                       __global const uint *bla_off, uint m, uint level)
+/* The map (A, B, C, D, E) of level j starting at step m. */
+inline __global const double2 *bla_map(__global const double2 *bla_ab, uint m, uint j)
 {
-    return bla_ab + 5 * (bla_off[level] + ((m - 1) >> level));
+    return bla_ab + 5 * ((m - 1) + (1u << (j - 1)));
 }
 
-/* |x + i y| <= sqrt(2) max(|x|, |y|): a bound with no squares, which underflow below
- * 1e-154 */
-inline double abs_bound(double x, double y)
+/* The radius of the shortest map (level BLA_MIN_LEVEL) that starts at step m, 0 where
+ * none does (m = 0 included). Loaded beside Z(m), it makes the loop's test "can this
+ * pixel skip at all?" exact for one load that waits on nothing else (BENCHMARKS.md,
+ * "Skipping: one load decides"). */
+inline double bla_first_radius(__global const double *bla_r, uint bla_rows, uint m)
 {
-    return fmax(fabs(x), fabs(y)) * 1.4142135623730951;
+    const uint r = m - 1, row = r + (1u << (BLA_MIN_LEVEL - 1));
+    return !(r & ((1u << BLA_MIN_LEVEL) - 1u)) && row < bla_rows ? bla_r[row] : 0.0;
 }
 
 /* The high word of max(|x|, |y|): high words with the sign cleared order like the
@@ -355,27 +356,17 @@ inline double2 bla_deriv(__global const double2 *map, double2 d, double2 dc, dou
     return cmul(a, w) + b * s;
 }
 
-/* The skip of level `level` - 1 at step m (level from bla_level, >= 1) applied to *d
- * (and, with -DDISTANCE, its derivative to *w, s the pixel spacing); returns its length. */
-inline uint bla_skip(__global const double2 *bla_ab, __global const uint *bla_off, uint m,
-                     uint level, double2 *d, double2 dc, double2 *w, double s)
+/* The skip of level j at step m applied to *d (and, with -DDISTANCE, its derivative to
+ * *w, s the pixel spacing); returns its length 2^j. */
+inline uint bla_skip(__global const double2 *bla_ab, uint m, uint j, double2 *d, double2 dc,
+                     double2 *w, double s)
 {
-    __global const double2 *map = bla_map(bla_ab, bla_off, m, level - 1);
+    __global const double2 *map = bla_map(bla_ab, m, j);
 #ifdef DISTANCE
     *w = bla_deriv(map, *d, dc, *w, s);
 #endif
     *d = bla_apply(map, *d, dc);
-    return 1u << (level - 1);
-}
-
-/* The radius of the shortest map (level BLA_MIN_LEVEL) that starts at step m, 0 where
- * none does; that level's maps are bla_r[first .. first + count - 1]. Loaded beside
- * Z(m), it makes the loop's test "can this pixel skip at all?" exact for one load that
- * does not wait on any other (H200: see BENCHMARKS.md, "One load decides"). */
-inline double bla_first_radius(__global const double *bla_r, uint first, uint count, uint m)
-{
-    const uint r = m - 1, k = r >> BLA_MIN_LEVEL; /* m = 0: r odd, no map */
-    return !(r & ((1u << BLA_MIN_LEVEL) - 1u)) && k < count ? bla_r[first + k] : 0.0;
+    return 1u << j;
 }
 
 /* |z|^2 and |d|^2 as the loops compare them */
@@ -421,10 +412,10 @@ inline pixel_state pixel_start(FORMAT_ARGS, uint col, uint row, uint k)
 
 /* After a step or a skip has moved the pixel to step m with delta d: escape (returns
  * 1, z set), interior (returns 2), or on (returns 0; rebased or wrapped if due). */
-inline int pixel_after(FORMAT_ARGS, pixel_state *s, uint first, uint count, double2 *z)
+inline int pixel_after(FORMAT_ARGS, pixel_state *s, double2 *z)
 {
     s->Z = orbit[s->m];
-    s->r1 = bla_first_radius(bla_r, first, count, s->m);
+    s->r1 = bla_first_radius(bla_r, bla_rows, s->m);
     const double2 zz = s->Z + s->d;
     const double mag = norm2(zz);
     if (mag > r2) {
@@ -466,17 +457,18 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
 #else
     const double ds = 0.0;
 #endif
-    /* the shortest maps' rows in the table (none without skipping) */
-    const uint first = bla_off[min(bla_levels, (uint)BLA_MIN_LEVEL)];
-    const uint count = bla_levels > BLA_MIN_LEVEL ? bla_off[BLA_MIN_LEVEL + 1] - first : 0u;
     STEPS_DECL;
     while (s.n < max_iter) {
         COUNT_STEP();
         uint len = 0;
-        const double dmax = abs_bound(s.d.x, s.d.y);
-        if (dmax < s.r1 && (1u << BLA_MIN_LEVEL) <= max_iter - s.n) {
-            const uint level = bla_level_above(bla_r, bla_off, bla_levels, s.m, max_iter - s.n, dmax);
-            len = bla_skip(bla_ab, bla_off, s.m, level, &s.d, s.dc, &s.w, ds);
+        /* the shortest skip's test in integer instructions (high words order like the
+         * values; equal ones count as too large): FP64 ones bound the loop */
+        if (high_word_max(s.d.x, s.d.y) < as_uint2(s.r1).y &&
+            (1u << BLA_MIN_LEVEL) <= max_iter - s.n) {
+            const uint room = max_iter - s.n;
+            const uint j = bla_level_above(bla_r, bla_rows, bla_levels, s.m, room,
+                                           fmax(fabs(s.d.x), fabs(s.d.y)));
+            len = bla_skip(bla_ab, s.m, j, &s.d, s.dc, &s.w, ds);
         }
         if (!len) {
 #ifdef DISTANCE
@@ -487,7 +479,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
         }
         s.m += len;
         s.n += len;
-        const int end = pixel_after(FORMAT_ARG_NAMES, &s, first, count, z);
+        const int end = pixel_after(FORMAT_ARG_NAMES, &s, z);
         if (end) {
             STORE_STEPS(col, row);
             *w = s.w;
@@ -595,16 +587,16 @@ inline void fx_bla_deriv(__global const double2 *map, bool quad, fx2 d, fx2 dc, 
 
 /* The longest valid skip for the pixel with delta *d: applies it (and, with -DDISTANCE,
  * its derivative to *dw, s the pixel spacing) and returns its length, or returns 0.
- * Floatexp tables hold log2 radii (farm/numerics/bla.py); |d| < 2^(d.e + 1/2) bounds
- * the delta on the same scale. */
+ * Floatexp tables hold log2 radii (farm/numerics/bla.py); max(|d.x|, |d.y|) < 2^d.e
+ * bounds the delta on the same scale. */
 inline uint fx_bla_take(__global const double2 *bla_ab, __global const double *bla_r,
-                        __global const uint *bla_off, uint bla_levels, uint m, uint room,
-                        fx2 *d, fx2 dc, fx2 *dw, fx2 s)
+                        uint bla_rows, uint bla_levels, uint m, uint room, fx2 *d, fx2 dc,
+                        fx2 *dw, fx2 s)
 {
-    const uint level = bla_level(bla_r, bla_off, bla_levels, m, room, (double)d->e + 0.5);
-    if (!level)
+    const uint j = bla_level(bla_r, bla_rows, bla_levels, m, room, (double)d->e);
+    if (!j)
         return 0;
-    __global const double2 *map = bla_map(bla_ab, bla_off, m, level - 1);
+    __global const double2 *map = bla_map(bla_ab, m, j);
     fx2 w = fx_add(fx_mul_d(map[0], *d), fx_mul_d(map[1], dc));
     const double2 c = map[2], dd = map[3], e = map[4];
     const bool quad = c.x != 0.0 || c.y != 0.0 || dd.x != 0.0 || dd.y != 0.0 || e.x != 0.0 ||
@@ -616,7 +608,7 @@ inline uint fx_bla_take(__global const double2 *bla_ab, __global const double *b
     fx_bla_deriv(map, quad, *d, dc, dw, s);
 #endif
     *d = w;
-    return 1u << (level - 1);
+    return 1u << j;
 }
 
 inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter, double2 *z,
@@ -643,7 +635,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
         const double2 Zm = orbit[m];
         uint len = 0;
         if (m >= 1 && bla_levels && fx_bla_worth_trying(d, Zm, bla_shift)) {
-            len = fx_bla_take(bla_ab, bla_r, bla_off, bla_levels, m, max_iter - n + 1, &d, dc,
+            len = fx_bla_take(bla_ab, bla_r, bla_rows, bla_levels, m, max_iter - n + 1, &d, dc,
                               &w, s);
             n += len ? len - 1 : 0; /* iterations n .. n + len - 1 are done */
         }

@@ -159,8 +159,10 @@ inline void lane_load(FORMAT_ARGS, lanes_cold *t, uint k, uint q, uint total, ui
     t->runs[k] = t->track[k].wraps;
 }
 
-/* The lanes that may skip: bla_worth_trying on every lane at once, at an m where a map
- * of level BLA_MIN_LEVEL starts ((m - 1) a multiple of 2^BLA_MIN_LEVEL). */
+/* The lanes that may skip, a cheap filter on every lane at once: at an m where a map of
+ * level BLA_MIN_LEVEL starts ((m - 1) a multiple of 2^BLA_MIN_LEVEL), with a delta below
+ * every radius' bound R <= 2^-(shift+1) max(|Z.x|, |Z.y|) (farm/numerics/bla.py), compared
+ * on high words (adding k << 20 to one multiplies its double by 2^k). */
 inline vlong lanes_try(vdouble dr, vdouble di, vdouble Zr, vdouble Zi, vlong m, vlong live,
                        uint shift)
 {
@@ -173,14 +175,12 @@ inline vlong lanes_try(vdouble dr, vdouble di, vdouble Zr, vdouble Zi, vlong m, 
 /* The lanes whose map of level BLA_MIN_LEVEL at m is valid for their delta: the
  * first test of bla_level, on every lane (a lane at an m where no such map starts
  * gets 0). */
-#define RADIUS_LANE(k) (r1.s##k = bla_first_radius(bla_r, first, count, (uint)m.s##k))
-inline vlong lanes_can_skip(__global const double *bla_r, __global const uint *bla_off,
-                          uint bla_levels, vlong m, vlong n, uint max_iter, vdouble dr,
-                          vdouble di)
+#define RADIUS_LANE(k) (r1.s##k = bla_first_radius(bla_r, bla_rows, (uint)m.s##k))
+inline vlong lanes_can_skip(__global const double *bla_r, uint bla_rows, uint bla_levels,
+                            vlong m, vlong n, uint max_iter, vdouble dr, vdouble di)
 {
     if (bla_levels <= BLA_MIN_LEVEL)
         return (vlong)0;
-    const uint first = bla_off[BLA_MIN_LEVEL], count = bla_off[BLA_MIN_LEVEL + 1] - first;
     vdouble r1;
     RADIUS_LANE(0);
     RADIUS_LANE(1);
@@ -204,7 +204,7 @@ inline vlong lanes_can_skip(__global const double *bla_r, __global const uint *b
     RADIUS_LANE(e);
     RADIUS_LANE(f);
 #endif
-    const vdouble bound = fmax(fabs(dr), fabs(di)) * 1.4142135623730951; /* abs_bound */
+    const vdouble bound = fmax(fabs(dr), fabs(di));
     return (bound < r1) & (n + (vlong)(1 << BLA_MIN_LEVEL) <= (vlong)max_iter);
 }
 
@@ -215,10 +215,9 @@ inline uint lane_skip(FORMAT_ARGS, lanes_cold *t, uint k, uint max_iter, double 
 {
     double2 d = (double2)(t->dr[k], t->di[k]), w = (double2)(t->wr[k], t->wi[k]);
     const uint m = (uint)t->m[k];
-    const uint level = bla_level_above(bla_r, bla_off, bla_levels, m, max_iter - (uint)t->n[k],
-                                       abs_bound(d.x, d.y));
-    const uint len = bla_skip(bla_ab, bla_off, m, level, &d, (double2)(t->dcr[k], t->dci[k]),
-                              &w, s);
+    const uint j = bla_level_above(bla_r, bla_rows, bla_levels, m, max_iter - (uint)t->n[k],
+                                   fmax(fabs(d.x), fabs(d.y)));
+    const uint len = bla_skip(bla_ab, m, j, &d, (double2)(t->dcr[k], t->dci[k]), &w, s);
     t->dr[k] = d.x;
     t->di[k] = d.y;
     t->wr[k] = w.x;
@@ -293,7 +292,7 @@ void escape_lanes(FORMAT_ARGS, uint first, uint stride, uint total, uint tw, uin
 #endif
         vlong tries = bla_levels ? lanes_try(dr, di, Zr, Zi, m, live, bla_shift) : (vlong)0;
         if (lanes_any(tries))
-            tries &= lanes_can_skip(bla_r, bla_off, bla_levels, m, n, max_iter, dr, di);
+            tries &= lanes_can_skip(bla_r, bla_rows, bla_levels, m, n, max_iter, dr, di);
         if (lanes_any(tries)) {
             vstore_lanes(dr, 0, t.dr);
             vstore_lanes(di, 0, t.di);

@@ -10,7 +10,7 @@ from conftest import make_spec
 from test_perturb import reference_of, render_perturbed, seahorse_point
 
 from farm.numerics import period as per
-from farm.numerics.bla import EPS, apply, skip_table, skip_table_log2
+from farm.numerics.bla import EPS, apply, device_layout, skip_table, skip_table_log2
 from farm.plan import make_plan
 
 
@@ -73,6 +73,32 @@ def test_error_model_bounds_what_a_map_drops(center, eps):
     assert len(errors) >= 30
     assert max(errors) <= eps
     assert np.median(errors) >= eps / 30
+
+
+def test_the_kernels_layout_puts_each_map_at_its_middle_step():
+    """device_layout: the map of level j from step m = 1 + k 2^j at row m - 1 + 2^(j-1),
+    each row one map's, radii for max(|re|, |im|) (|d| <= sqrt(2) max(|re|, |im|), so
+    never above the table's |d| radius over sqrt(2)), rows without a map radius 0."""
+    orbit = _orbit(seahorse_point(), 1000)
+    for table in (skip_table(orbit, 1e-12),
+                  skip_table_log2(orbit, np.log2(1e-12), floatexp=True)):
+        coef, radius = device_layout(table)
+        filled = np.zeros(len(radius), bool)
+        for j in range(1, table.levels):
+            lo, hi = table.offsets[j], table.offsets[j + 1]
+            for k in range(hi - lo):
+                row = k * 2**j + 2 ** (j - 1)
+                assert not filled[row]  # one map a row
+                filled[row] = True
+                assert np.array_equal(coef[row], table.coef[lo + k])
+                if table.log2_radii:
+                    assert radius[row] == table.radius[lo + k] - 0.5
+                else:
+                    assert radius[row] * np.sqrt(2) <= table.radius[lo + k]
+                    assert radius[row] * np.sqrt(2) >= table.radius[lo + k] * (1 - 1e-15)
+        assert filled.sum() == table.offsets[-1] and not np.any(coef[~filled])
+        empty = -np.inf if table.log2_radii else 0.0
+        assert np.all(radius[~filled] == empty) and table.valid.sum() >= 100
 
 
 def test_floatexp_tables_hold_log2_radii():

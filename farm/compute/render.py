@@ -57,6 +57,7 @@ from farm.compute.device import DeviceInfo
 from farm.compute.launch import LaunchConfig
 from farm.compute.perturbation import PerturbedFrame, perturbed_frame
 from farm.numerics.axes import encode_exact, exact_axis, sample_axis
+from farm.numerics.bla import device_layout
 from farm.numerics.encode import ENCODERS
 from farm.plan import FramePlan, Plan, Tile, precision
 from farm.plan import samples as sample_pattern
@@ -229,8 +230,8 @@ class TileRenderer:
         """The per-frame kernel arguments of a perturbed frame, in three parts around
         the tile's position (kernels/perturb.cl): (orbit, length), (reference offset,
         half pixel spacing as mantissa and exponent: the flat tile's), then the escape
-        radius squared, the skip table (maps, radii, offsets buffers, levels, pre-check
-        shift; levels 0 when skipping is off) and lambda' of a nucleus reference. The
+        radius squared, the skip table (maps and radii buffers in the kernels' layout, rows,
+        levels, pre-check shift; no levels when skipping is off) and lambda' of a nucleus reference. The
         device buffers are made once per renderer and frame."""
         args = self._device_args.get(frame.index)
         if args is None:
@@ -241,11 +242,11 @@ class TileRenderer:
             head = [self._orbit(pf.ref), np.uint32(len(self.references.refs[pf.ref].orbit))]
             flat = [np.array(pf.ref_off, dtype=np.float64).view(clt.double2)[0],
                     np.float64(pf.h_m), np.int32(pf.h_e), *self._sample_offsets()]
+            coef, radius = device_layout(t)
             tail = [self._r2_args["perturb"],
-                    cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.coef, dtype=np.float64)),
-                    cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.radius, dtype=np.float64)),
-                    cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(t.offsets, dtype=np.uint32)),
-                    np.uint32(t.levels), np.uint32(t.shift),
+                    cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(coef, dtype=np.float64)),
+                    cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(radius, dtype=np.float64)),
+                    np.uint32(len(radius)), np.uint32(t.levels), np.uint32(t.shift),
                     np.array([pf.lam[0].real, pf.lam[0].imag]).view(clt.double2)[0],
                     np.int32(pf.lam[1])]
             args = self._device_args[frame.index] = (head, flat, tail)

@@ -236,6 +236,29 @@ def _with_shift(orbit: np.ndarray, table: SkipTable) -> SkipTable:
     return SkipTable(table.coef, radius, table.offsets, table.log2_radii, k)
 
 
+def device_layout(table: SkipTable) -> tuple[np.ndarray, np.ndarray]:
+    """(coef (N, 10), radius (N,)): the table as the kernels read it (kernels/perturb.cl).
+
+    One map a row: the map of level j >= 1 that starts at step m is row m - 1 + 2^(j-1),
+    the middle of the steps it covers (each row is the middle of one map only), so the
+    maps that start at one step lie 1, 2, 4, ... rows apart and the short ones share a
+    cache line; level 1's radius at step m is row m, beside Z(m). Rows without a map have
+    radius 0 (-inf for log2 radii). Radii bound max(|d.re|, |d.im|), the kernels' cheap
+    measure of a delta: the table's radius (of |d|) over sqrt(2), rounded down."""
+    rows = max(2 * int(table.offsets[min(2, table.levels)] - table.offsets[min(1, table.levels)]), 1)
+    coef = np.zeros((rows, 10))
+    radius = np.full(rows, -np.inf if table.log2_radii else 0.0)
+    for j in range(1, table.levels):
+        lo, hi = int(table.offsets[j]), int(table.offsets[j + 1])
+        at = np.arange(hi - lo) * 2**j + 2 ** (j - 1)
+        coef[at] = table.coef[lo:hi]
+        if table.log2_radii:
+            radius[at] = table.radius[lo:hi] - 0.5
+        else:  # R / sqrt(2), one rounding, then one ulp down: never above the bound
+            radius[at] = np.nextafter(table.radius[lo:hi] / math.sqrt(2.0), 0.0)
+    return coef, radius
+
+
 def apply(table: SkipTable, index: int, d: complex, dc: complex) -> complex:
     """Map ``index`` applied to (d, dc) in frame units (double deltas; for tests)."""
     c = table.coef[index]
