@@ -167,8 +167,15 @@ def main() -> None:
     ap.add_argument("--frames", default="seahorse,minibrot")
     ap.add_argument("--no-check", action="store_true", help="skip the exact check grid")
     ap.add_argument("--command", metavar="JOB", help="also time `farm render JOB --no-video`")
+    ap.add_argument("--eps", type=float, help="the skip tables' error bound (default: the farm's, "
+                    "2^-53); for the accuracy/speed trade-off")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.eps is not None:  # every renderer's tables, through the function render.py calls
+        import functools
+
+        import farm.compute.render as render_mod
+        render_mod.perturbed_frame = functools.partial(render_mod.perturbed_frame, eps=args.eps)
     device = candidates(args.device)[0]
     print(f"device: {device[0].describe()}", flush=True)
     rows = []
