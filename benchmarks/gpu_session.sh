@@ -2,7 +2,8 @@
 # One GPU session (benchmarks on the lent machine): checks, then kernel and farm timings.
 # Run from the repository root with pyopencl importable; logs and tables go to $OUT.
 # Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [steps]   steps: any of
-#   devices tests kernels quick ptx bench perturb skipping farm scaling pipeline expmap samples
+#   devices tests kernels quick ptx bench perturb skipping skipvariants farm scaling pipeline
+#   expmap samples
 #   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
@@ -46,6 +47,24 @@ for step in $steps; do
       FARM_TEST_DEVICES=gpu python3 -m pytest -q -p no:cacheprovider tests/test_skip.py \
         tests/test_bla.py 2>&1 | tail -3 | tee "$OUT/skipping_tests.txt"
       python3 benchmarks/skipping.py --json 2>&1 | tee "$OUT/skipping.txt" ;;
+    skipvariants)
+      # the open questions of issue 14 on a GPU (BENCHMARKS.md, "Skipping: what is left"):
+      # the shortest skip taken (fewer, longer skips diverge less within a warp), looser
+      # tables, register caps; the plain loop's rate; the kernel's registers
+      log "skipping variants (no exact check)"
+      { python3 -m farm bench --formats perturb 2>&1 | grep -i "perturb "
+        for v in "" -DBLA_MIN_LEVEL=2 -DBLA_MIN_LEVEL=3 -DBLA_MIN_LEVEL=4 -cl-nv-maxrregcount=48; do
+          echo "-- FARM_CL_OPTIONS=$v"
+          FARM_CL_OPTIONS=$v python3 benchmarks/skipping.py --no-check 2>&1 | grep -E "^(seahorse|minibrot)"
+        done
+        for e in 1e-15 1e-14; do
+          echo "-- eps $e"
+          python3 benchmarks/skipping.py --no-check --eps $e 2>&1 | grep -E "^(seahorse|minibrot)"
+        done
+        echo "-- registers"
+        FARM_CL_OPTIONS=-cl-nv-verbose PYOPENCL_COMPILER_OUTPUT=1 python3 benchmarks/skipping.py \
+          --no-check --frames seahorse 2>&1 | grep -E "Used .* registers" | sort | uniq -c
+      } 2>&1 | tee "$OUT/skipvariants.txt" ;;
     ptx)
       log "fp128 without PTX"
       FARM_NO_PTX=1 python3 benchmarks/kernels.py --quick --formats fp128 2>&1 | tee "$OUT/noptx.txt" ;;

@@ -53,7 +53,9 @@ single step is the loop's own. Quadratic coefficients whose terms are negligible
 map's radius (below 2^-64 of the linear ones) are stored as 0, so that deep maps stay
 representable; maps whose coefficients still do not fit a double get radius 0. Frames
 with pixel spacings below 1e-305 (floatexp deltas) get the same table with log2 radii
-(``log2_radii``): their radii span more than a double's range.
+(``log2_radii``): their radii span more than a double's range. The kernels read the
+table in another order, one map a row at the middle of the steps it covers, with radii
+for max(|d.re|, |d.im|) (``device_layout``).
 """
 
 from __future__ import annotations
