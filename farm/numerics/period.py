@@ -128,6 +128,8 @@ class Scan:
     returns      q > 0: the orbit came back to within 2^-48 of where it was q steps
                  before, and c has an attracting q-cycle (attracting_cycle); else 0
     steps        iterations run
+    cycle        that attracting cycle when returns > 0 (its multiplier and interior
+                 distance estimate), else None
     """
 
     periods: tuple[int, ...]
@@ -135,6 +137,7 @@ class Scan:
     log2_de: float | None
     returns: int
     steps: int
+    cycle: Cycle | None = None
 
 
 RETURN_LOG2 = -48  # a return closer than 2^-48 (relative) hints at an attracting cycle
@@ -182,8 +185,9 @@ def scan(center: Sequence[str], bits: int, log2_radii: Sequence[float], max_iter
                 # a return: attracted when the next period moves z less than the last
                 # (at full precision: the moves can be far below a double's resolution)
                 q, _, then, moved = pending
-                if abs(z - then) <= moved and attracting_cycle(c, q, bits, z) is not None:
-                    return Scan(tuple(periods), 0, None, q, n)
+                cycle = attracting_cycle(c, q, bits, z) if abs(z - then) <= moved else None
+                if cycle is not None:
+                    return Scan(tuple(periods), 0, None, q, n, cycle)
                 pending, watch = None, False  # repelling (a Misiurewicz point): scan on
             elif watch and pending is None and abs(zf - saved) < tiny * max(abs(zf), 1.0):
                 pending = (n - saved_at, 2 * n - saved_at, z, abs(z - saved_z))

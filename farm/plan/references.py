@@ -152,7 +152,7 @@ def select(plan, progress: Callable[[str], None] | None = None) -> References | 
         for i in members:
             frame_ref[i] = len(refs)
         refs.append(ref)
-    return References(tuple(refs), tuple(frame_ref), _fate(scan, center, bits))
+    return References(tuple(refs), tuple(frame_ref), _fate(scan))
 
 
 def _choose_nuclei(plan, frames, radii: list[float], periods: Sequence[int],
@@ -186,14 +186,14 @@ def _choose_nuclei(plan, frames, radii: list[float], periods: Sequence[int],
     return [groups[key] for key in sorted(groups, key=lambda q: (q < 0, q))]
 
 
-def _fate(scan: per.Scan, center: Sequence[str], bits: int) -> Fate:
+def _fate(scan: per.Scan) -> Fate:
+    """What the scan of the centre's orbit found: an escape, an attracting cycle (found
+    by the scan's own Newton), or neither."""
     if scan.escaped:
         assert scan.log2_de is not None
         return Fate("exterior", scan.escaped, scan.log2_de)
-    if scan.returns:
-        cycle = per.attracting_cycle(per.parse(center, bits), scan.returns, bits)
-        if cycle is not None:
-            return Fate("interior", scan.returns, cycle.log2_de)
+    if scan.returns and scan.cycle is not None:  # the scan found the cycle (no second Newton)
+        return Fate("interior", scan.returns, scan.cycle.log2_de)
     return Fate("unknown")
 
 
@@ -204,7 +204,7 @@ def fate_of(plan) -> Fate:
     max_iter = max(f.max_iter for f in plan.frames)
     steps, _ = _scan_steps(max_iter, bits)
     center = plan.spec.view.center
-    return _fate(per.scan(center, bits, [], steps), center, bits)
+    return _fate(per.scan(center, bits, [], steps))
 
 
 def describe(refs: References, plan, most: int = 8) -> list[str]:
