@@ -57,6 +57,8 @@ for step in $steps; do
           echo "-- FARM_CL_OPTIONS=$v"
           FARM_CL_OPTIONS=$v python3 benchmarks/skipping.py --no-check 2>&1 | grep -E "^(seahorse|minibrot)"
         done
+        echo "-- quadratic maps only"
+        python3 benchmarks/skipping.py --no-check --quadratic 2>&1 | grep -E "^(seahorse|minibrot)"
         for e in 1e-15 1e-14; do
           echo "-- eps $e"
           python3 benchmarks/skipping.py --no-check --eps $e 2>&1 | grep -E "^(seahorse|minibrot)"

@@ -43,6 +43,7 @@ def main() -> None:
     ap.add_argument("--frame", default="seahorse", choices=sorted(FRAMES))
     ap.add_argument("--pixels", type=int, default=40, help="random pixels to follow (default 40)")
     ap.add_argument("--eps", type=float, default=EPS, help="the tables' error bound (default 2^-53)")
+    ap.add_argument("--quadratic", action="store_true", help="quadratic maps only (no third degree)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
@@ -51,7 +52,8 @@ def main() -> None:
     plan = make_plan(make_spec(size=(w, h), center=center, width=(width, width), max_iter=max_iter,
                                tile=(1024, 1024), precision="perturb"))
     refs = plan.references()
-    pf = perturbed_frame(plan, refs, plan.frames[0], interior=False, eps=args.eps)
+    pf = perturbed_frame(plan, refs, plan.frames[0], interior=False, eps=args.eps,
+                         third_degree=not args.quadratic)
     ref = refs.refs[pf.ref]
     orbit = ref.orbit[:, 0] + 1j * ref.orbit[:, 1]
     last = len(orbit) - 1
@@ -83,8 +85,9 @@ def main() -> None:
                 while j + 1 < levels and valid(m - 1, j + 1, max_iter - n, dmax):
                     j += 1
             if j:
-                a, b, c, dd, e = maps[(m - 1) + (1 << (j - 1))]
-                d = a * d + b * dc + (c * d + dd * dc) * d + e * dc * dc
+                a, b, c, dd, e, f, g, hh, i = maps[(m - 1) + (1 << (j - 1))]
+                d = (a * d + b * dc + (c * d + dd * dc + (f * d + g * dc) * d) * d
+                     + (e * dc + (hh * d + i * dc) * dc) * dc)
                 skips[j] += 1
             else:
                 if m >= 1:
@@ -102,6 +105,7 @@ def main() -> None:
         iters += n
     k = args.pixels
     print(f"{args.frame}: reference period {ref.period or '-'} (orbit {len(orbit)}), eps {args.eps:.3g}, "
+          f"{'quadratic' if args.quadratic else 'third-degree'} maps, "
           f"{k} random pixels of 1920x1080")
     print(f"passes/px {passes / k:.0f}, iterations/px {iters / k:.0f}, single steps/px "
           f"{sum(by_m.values()) / k:.0f}, skips/px {sum(skips.values()) / k:.0f}, "

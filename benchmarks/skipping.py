@@ -169,13 +169,17 @@ def main() -> None:
     ap.add_argument("--command", metavar="JOB", help="also time `farm render JOB --no-video`")
     ap.add_argument("--eps", type=float, help="the skip tables' error bound (default: the farm's, "
                     "2^-53); for the accuracy/speed trade-off")
+    ap.add_argument("--quadratic", action="store_true",
+                    help="quadratic skip maps only (no third-degree maps, farm/numerics/cubic.py)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    if args.eps is not None:  # every renderer's tables, through the function render.py calls
+    table_options = ({} if args.eps is None else {"eps": args.eps}) | (
+        {"third_degree": False} if args.quadratic else {})
+    if table_options:  # every renderer's tables, through the function render.py calls
         import functools
 
         import farm.compute.render as render_mod
-        render_mod.perturbed_frame = functools.partial(render_mod.perturbed_frame, eps=args.eps)
+        render_mod.perturbed_frame = functools.partial(render_mod.perturbed_frame, **table_options)
     device = candidates(args.device)[0]
     print(f"device: {device[0].describe()}", flush=True)
     rows = []

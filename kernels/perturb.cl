@@ -21,7 +21,9 @@
  *
  * Iteration skipping (both formats): a table of maps (built on the host per frame,
  * farm/numerics/bla.py) takes d at step m to d at step m + 2^j as
- *     A d + B dc + (C d + D dc) d + (E dc) dc        while max(|d.x|, |d.y|) < R;
+ *     A d + B dc + (C d + D dc) d + (E dc) dc        while max(|d.x|, |d.y|) < R
+ * plus, in third-degree maps (farm/numerics/cubic.py; 0 in quadratic ones, and floatexp
+ * loops read only A .. E), F d^3 + G d^2 dc + H d dc^2 + I dc^3;
  * the loop takes the longest such map that starts at m (m - 1 a multiple of 2^j) and
  * is valid, checks escape where it lands, and otherwise takes one ordinary step.
  * bla_levels = 0 turns skipping off.
@@ -47,9 +49,11 @@
  *            d' = (2 Z + d) d + dc gives dd'/dc = 2 (Z + d) dd/dc + 1)
  *     rebase, wrap   nothing: z is the same point, so is its derivative
  *     skip   the map's derivative: d' = A d + B dc + C d^2 + D d dc + E dc^2 gives
- *            w <- (A + 2 C d + D dc) w + (B + D d + 2 E dc) s   (d, dc before the skip)
- * Error of a skip: the terms a map drops are of degree 3 and more in (d, dc), and its
- * relative error in d is at most eps (farm/numerics/bla.py); along the pixel's own
+ *            w <- (A + 2 C d + D dc) w + (B + D d + 2 E dc) s   (d, dc before the skip;
+ *            third-degree maps add their terms' derivatives: bla_deriv)
+ * Error of a skip: the terms a map drops are of degree 3 (4 for third-degree maps) and
+ * more in (d, dc), and its relative error in d is at most eps (farm/numerics/bla.py;
+ * an estimate for third-degree maps, farm/numerics/cubic.py); along the pixel's own
  * path, where d and dc scale together, a term of degree j contributes j times its size
  * over |dc| to the derivative, so w's relative error from a skip is a few eps (and the
  * maps' dropped quadratic terms, < 2^-64 of the linear ones at the radius, contribute
@@ -85,7 +89,7 @@
  *                                  dc = rho_m[row] cis[col] 2^rho_e
  *   then, for both:
  *   r2                  double     escape radius squared
- *   bla_ab    [5 N]     double2    A, B, C, D, E of each map (complex), one map a row:
+ *   bla_ab    [9 N]     double2    A .. I of each map (complex), one map a row:
  *                                  the map of level j from step m is row m - 1 + 2^(j-1)
  *   bla_r     [N]       double     its validity radius for max(|d.x|, |d.y|), 0 where
  *                                  there is none (floatexp builds: its log2, or -inf)
@@ -218,9 +222,11 @@ inline uint bla_level(__global const double *bla_r, uint bla_rows, uint bla_leve
 }
 
 /* The map (A, B, C, D, E) of level j starting at step m. */
+#define BLA_TERMS 9 /* A .. I: a map's coefficients (complex), a row each */
+
 inline __global const double2 *bla_map(__global const double2 *bla_ab, uint m, uint j)
 {
-    return bla_ab + 5 * ((m - 1) + (1u << (j - 1)));
+    return bla_ab + BLA_TERMS * ((m - 1) + (1u << (j - 1)));
 }
 
 /* The radius of the shortest map (level BLA_MIN_LEVEL) that starts at step m, 0 where
@@ -335,8 +341,11 @@ inline double2 delta_step(double2 d, double2 Z, double2 dc)
  * nothing underflows where d and dc are tiny and C, D, E huge. */
 inline double2 bla_apply(__global const double2 *map, double2 d, double2 dc)
 {
-    const double2 quad = cmul(cmul(map[2], d) + cmul(map[3], dc), d) + cmul(cmul(map[4], dc), dc);
-    return cmul(map[0], d) + cmul(map[1], dc) + quad;
+    /* (C d + D dc + (F d + G dc) d) d + (E dc + (H d + I dc) dc) dc: the terms of degree
+     * 2 and 3 (F .. I = 0 in a quadratic map) */
+    const double2 p = cmul(map[2], d) + cmul(map[3], dc) + cmul(cmul(map[5], d) + cmul(map[6], dc), d);
+    const double2 q = cmul(map[4], dc) + cmul(cmul(map[7], d) + cmul(map[8], dc), dc);
+    return cmul(map[0], d) + cmul(map[1], dc) + (cmul(p, d) + cmul(q, dc));
 }
 
 /* One derivative step w <- 2 z w + s (z = Z + d before d's step; -DDISTANCE), two FMAs
@@ -347,12 +356,16 @@ inline double2 deriv_step(double2 w, double2 z, double s)
     return (double2)(fma(tr, w.x, fma(-ti, w.y, s)), fma(tr, w.y, ti * w.x));
 }
 
-/* A map's derivative applied (-DDISTANCE): (A + 2 C d + D dc) w + (B + D d + 2 E dc) s,
- * with d, dc before the map. */
+/* A map's derivative applied (-DDISTANCE): a w + b s, with d, dc before the map and
+ *     a = A + 2 C d + D dc + 3 F d^2 + 2 G d dc + H dc^2   (the map's d/dd)
+ *     b = B + D d + 2 E dc + G d^2 + 2 H d dc + 3 I dc^2   (its d/ddc) */
 inline double2 bla_deriv(__global const double2 *map, double2 d, double2 dc, double2 w, double s)
 {
-    const double2 a = map[0] + 2.0 * cmul(map[2], d) + cmul(map[3], dc);
-    const double2 b = map[1] + cmul(map[3], d) + 2.0 * cmul(map[4], dc);
+    const double2 fd = cmul(map[5], d), gd = cmul(map[6], d), hd = cmul(map[7], d);
+    const double2 a = map[0] + 2.0 * cmul(map[2], d) + cmul(map[3], dc) +
+                      cmul(3.0 * fd + 2.0 * cmul(map[6], dc), d) + cmul(cmul(map[7], dc), dc);
+    const double2 b = map[1] + cmul(map[3], d) + 2.0 * cmul(map[4], dc) + cmul(gd, d) +
+                      cmul(2.0 * hd + 3.0 * cmul(map[8], dc), dc);
     return cmul(a, w) + b * s;
 }
 

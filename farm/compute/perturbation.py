@@ -40,11 +40,12 @@ class PerturbedFrame:
 
 def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bool = True,
                     eps: float = EPS, interior: bool = True,
-                    log2_dc_max: float | None = None) -> PerturbedFrame:
+                    log2_dc_max: float | None = None, third_degree: bool = True) -> PerturbedFrame:
     """The arguments of ``frame``; ``skipping`` and ``interior`` (the early exit of
     pixels attracted to the nucleus' cycle) can be turned off for measurements.
     ``log2_dc_max`` bounds every pixel's |dc| (default: the frame's half diagonal
-    beyond its reference offset; an expmap strip gives its outer radius)."""
+    beyond its reference offset; an expmap strip gives its outer radius);
+    ``third_degree`` False keeps the skip maps quadratic (for measurements)."""
     k = refs.frame_ref[frame.index]
     ref = refs.refs[k]
     with num.workprec(frame.bits):
@@ -58,7 +59,12 @@ def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bo
     table = empty_table()
     if skipping:
         fx = frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10
-        table = skip_table_log2(ref.orbit, log2_dc_max, eps, floatexp=fx)
+        # third-degree maps (farm/numerics/cubic.py) where a nucleus reference makes pixels
+        # start its orbit again with large deltas, in double frames; they cost 2-3 times
+        # the host time of a quadratic table, which long centre orbits would feel
+        cubic = third_degree and ref.period > 0 and not fx
+        table = skip_table_log2(ref.orbit, log2_dc_max, eps, floatexp=fx, cubic=cubic,
+                                log2_r_esc=math.log2(float(plan.spec.iterations.escape_radius)))
     lam: tuple[complex, int] = (0j, 0)
     if interior and ref.period > 0 and math.isfinite(ref.log2_scale):
         e = math.floor(ref.log2_scale) + 1

@@ -65,7 +65,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from farm.numerics import cubic as cub
+
 EPS = 2.0**-53
+COLUMNS = 18  # a map's coefficients A .. I as (re, im) pairs (F .. I: farm/numerics/cubic.py)
 NEGLIGIBLE_LOG2 = -64.0  # quadratic terms below 2^-64 of the linear ones are dropped
 
 
@@ -73,7 +76,8 @@ NEGLIGIBLE_LOG2 = -64.0  # quadratic terms below 2^-64 of the linear ones are dr
 class SkipTable:
     """The maps of one frame's reference orbit.
 
-    coef     (N, 10) float64: A, B, C, D, E of each map as (re, im) pairs
+    coef     (N, 18) float64: A .. I of each map as (re, im) pairs (F .. I, the terms of
+             degree 3, 0 in quadratic maps)
     radius   (N,) float64: the map is valid for |d| < radius (0: never); its log2
              (-inf: never) when ``log2_radii``
     offsets  (levels + 1,) uint32: level j's maps are rows offsets[j] .. offsets[j+1] - 1
@@ -99,7 +103,7 @@ class SkipTable:
 
 def empty_table() -> SkipTable:
     """No skipping (the kernel needs buffers all the same)."""
-    return SkipTable(np.zeros((1, 10)), np.zeros(1), np.zeros(2, dtype=np.uint32))
+    return SkipTable(np.zeros((1, COLUMNS)), np.zeros(1), np.zeros(2, dtype=np.uint32))
 
 
 def _log2abs(x: np.ndarray) -> np.ndarray:
@@ -154,9 +158,14 @@ def skip_table(orbit: np.ndarray, dc_max: float, eps: float = EPS) -> SkipTable:
 
 
 def skip_table_log2(orbit: np.ndarray, log2_dc_max: float, eps: float = EPS,
-                    floatexp: bool = False) -> SkipTable:
+                    floatexp: bool = False, cubic: bool | None = None,
+                    log2_r_esc: float = 1.0) -> SkipTable:
     """:func:`skip_table` with the largest |dc| given as its log2 (any depth); log2
-    radii for ``floatexp`` deltas."""
+    radii for ``floatexp`` deltas. ``cubic`` (default: for double deltas) adds the
+    third-degree maps of farm/numerics/cubic.py where they serve larger deltas; the
+    escape radius 2^log2_r_esc bounds them (no skip passes an escape)."""
+    if cubic is None:
+        cubic = not floatexp
     z = orbit[:, 0] + 1j * orbit[:, 1]
     steps = len(z) - 2  # maps m -> m + 1 for m = 1 .. L - 2 (Z(m + 1) must exist)
     if steps < 2:
@@ -175,15 +184,35 @@ def skip_table_log2(orbit: np.ndarray, log2_dc_max: float, eps: float = EPS,
             n = len(prev["A"]) // 2
             levels.append(_merge({k: v[0:2 * n:2] for k, v in prev.items()},
                                  {k: v[1:2 * n:2] for k, v in prev.items()}))
-        rows, radii = [np.zeros((0, 10))], [np.zeros(0)]  # level 0: single steps, not stored
-        for lv in levels[1:]:
-            coef, lr = _finish_level(lv, log2_dc_max, eps)
+        finished = [_finish_level(lv, log2_dc_max, eps) for lv in levels[1:]]
+        if cubic:
+            third = cub.levels(orbit, log2_dc_max, eps, log2_r_esc, [lr for _, lr in finished])
+            finished = ([_with_cubic(q, c) for q, c in zip(finished, third, strict=False)]
+                        + finished[len(third):])
+        rows, radii = [np.zeros((0, COLUMNS))], [np.zeros(0)]  # level 0: single steps, not stored
+        for coef, lr in finished:
+            if coef.shape[1] < COLUMNS:
+                coef = np.concatenate([coef, np.zeros((len(coef), COLUMNS - coef.shape[1]))], axis=1)
             rows.append(coef)
             radii.append(lr if floatexp else np.exp2(lr))
     offsets = np.cumsum([0] + [len(r) for r in radii]).astype(np.uint32)
     table = SkipTable(np.ascontiguousarray(np.concatenate(rows)),
                       np.ascontiguousarray(np.concatenate(radii)), offsets, floatexp)
     return _with_shift(orbit, table)
+
+
+def _with_cubic(quad: tuple[np.ndarray, np.ndarray],
+                third: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """One level's rows: each map's third-degree version (nine coefficients, its
+    radius) where its radius is the larger, else the quadratic one with F .. I = 0."""
+    qcoef, qlr = quad
+    ccoef, clr = third
+    take = clr > qlr
+    coef = np.zeros((len(qcoef), COLUMNS))
+    coef[:, :10] = qcoef
+    full = np.stack([ccoef.real, ccoef.imag], axis=2).reshape(len(ccoef), COLUMNS)
+    coef[take] = full[take]
+    return coef, np.where(take, clr, qlr)
 
 
 def _finish_level(lv: dict, log2_c: float, eps: float) -> tuple[np.ndarray, np.ndarray]:
@@ -248,7 +277,7 @@ def device_layout(table: SkipTable) -> tuple[np.ndarray, np.ndarray]:
     radius 0 (-inf for log2 radii). Radii bound max(|d.re|, |d.im|), the kernels' cheap
     measure of a delta: the table's radius (of |d|) over sqrt(2), rounded down."""
     rows = max(2 * int(table.offsets[min(2, table.levels)] - table.offsets[min(1, table.levels)]), 1)
-    coef = np.zeros((rows, 10))
+    coef = np.zeros((rows, table.coef.shape[1]))
     radius = np.full(rows, -np.inf if table.log2_radii else 0.0)
     for j in range(1, table.levels):
         lo, hi = int(table.offsets[j]), int(table.offsets[j + 1])
@@ -264,5 +293,7 @@ def device_layout(table: SkipTable) -> tuple[np.ndarray, np.ndarray]:
 def apply(table: SkipTable, index: int, d: complex, dc: complex) -> complex:
     """Map ``index`` applied to (d, dc) in frame units (double deltas; for tests)."""
     c = table.coef[index]
-    a, b, cc, dd, e = (complex(c[2 * i], c[2 * i + 1]) for i in range(5))
-    return a * d + b * dc + (cc * d + dd * dc) * d + e * dc * dc
+    a, b, cc, dd, e, f, g, h, i = (complex(c[2 * k], c[2 * k + 1]) if 2 * k < len(c) else 0j
+                                   for k in range(9))
+    return (a * d + b * dc + (cc * d + dd * dc) * d + e * dc * dc
+            + (f * d + g * dc) * d * d + (h * d + i * dc) * dc * dc)

@@ -1,0 +1,160 @@
+"""Third-degree skip maps: skipping where a pixel's delta is too large for quadratic maps.
+
+The quadratic maps of farm/numerics/bla.py drop terms of degree 3, a relative error of
+about (|d| / |Z|)^2, so at eps = 2^-53 they serve deltas below about 1e-8 of |Z|. After
+a wrap at a minibrot's nucleus a pixel starts the orbit again with a delta of 1e-9 to
+1e-5 of |Z| and takes most of its loop passes there, one step each (BENCHMARKS.md,
+"Where the passes go"). Maps that keep the terms of degree 3 as well,
+
+    d' = A d + B c + C d^2 + D d c + E c^2 + F d^3 + G d^2 c + H d c^2 + I c^3,
+
+(c = dc) drop terms of degree 4, about (|d| / |Z|)^3, and serve deltas up to about
+1e-5 of |Z|.
+
+**Error model** (a different one from bla.py's bound, and stated as such): the terms of
+degree 4 of a map are computed exactly (maps are composed keeping degree 4, which the
+degrees below do not depend on), and a map is valid for |d| < R where they are at most
+eps of its linear part:
+
+    sum over a + b = 4 of |P_ab| R^a c^b  <=  eps max(|A| R, |B| c)
+
+(c: the frame's largest |dc|). The terms of degree 5 and more are not bounded; within R
+they are smaller again by about the same factor as degree 4 is against degree 3 (for
+these radii, 2^-17 or less), which tests/test_bla.py checks against exact mpmath
+steps. Besides, a map must never skip over a step where the plain loop would rebase
+or escape: its radius is cut so that the delta at every step it passes stays below
+2^-10 |Z(k)| (no rebase, |Z + d| > |d|) and below (R_esc - |Z(k)|) / 2 (no escape),
+through its halves: R(M) <= R(first half), and the first half sends |d| < R(M) to a
+delta below the second half's radius and that middle step's own bound. The radius
+taken is the larger of this one and the quadratic map's (bla.py): a row holds the
+third-degree map where it serves larger deltas, the quadratic one (F .. I = 0)
+elsewhere, for instance where the long maps' coefficients leave double's range at
+great depths. Both radii shrink with the level, so validity stays monotone in it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+DEGREE = 4  # carried while composing; the maps keep degrees 1 to 3
+TERMS = ((1, 0), (0, 1), (2, 0), (1, 1), (0, 2), (3, 0), (2, 1), (1, 2), (0, 3))  # A .. I
+INNER_LOG2 = -10.0  # the delta at a skipped step stays below 2^-10 |Z| there
+
+
+def _mul(p: dict, q: dict) -> dict:
+    """The product of two polynomials in (d, c), each {(a, b): coefficient array},
+    without terms above DEGREE."""
+    out: dict = {}
+    for (a1, b1), x in p.items():
+        for (a2, b2), y in q.items():
+            if a1 + b1 + a2 + b2 <= DEGREE:
+                k = (a1 + a2, b1 + b2)
+                out[k] = out[k] + x * y if k in out else x * y
+    return out
+
+
+def compose(first: dict, second: dict) -> dict:
+    """second(first(d, c), c), without terms above DEGREE."""
+    n = len(next(iter(first.values())))
+    out: dict = {}
+    power = {(0, 0): np.ones(n, dtype=np.complex128)}  # first^a
+    for a in range(DEGREE + 1):
+        if a:
+            power = _mul(power, first)
+        for b in range(DEGREE + 1 - a):
+            coef = second.get((a, b))
+            if coef is None:
+                continue
+            for (pa, pb), v in power.items():
+                if pa + pb + b <= DEGREE:
+                    k = (pa, pb + b)
+                    out[k] = out[k] + coef * v if k in out else coef * v
+    return out
+
+
+def _terms(poly: dict, lc: float, degrees: range) -> list[tuple[int, np.ndarray]]:
+    """(a, log2 |P_ab| c^b) of the terms of the given degrees: |P_ab| rho^a c^b is
+    2^(a log2 rho + the second)."""
+    with np.errstate(divide="ignore"):
+        return [(a, np.log2(np.abs(v)) + b * lc) for (a, b), v in poly.items() if a + b in degrees]
+
+
+def _size(terms: list[tuple[int, np.ndarray]], lr: np.ndarray) -> np.ndarray:
+    """log2 of the sum of the terms at rho = 2^lr."""
+    out = terms[0][1] + terms[0][0] * lr
+    for a, t in terms[1:]:
+        out = np.logaddexp2(out, t + a * lr)
+    return out
+
+
+def _largest(ok, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """log2 of the largest rho in [2^lo, 2^hi] with ok(log2 rho) (a test that holds
+    for small rho and fails from some rho on), by bisection to 2^-26 of the interval;
+    -inf where even 2^lo fails."""
+    a, b = lo, hi
+    for _ in range(26):
+        mid = 0.5 * (a + b)
+        good = ok(mid)
+        a, b = np.where(good, mid, a), np.where(good, b, mid)
+    return np.where(ok(a), a, -np.inf)
+
+
+def step_bounds(orbit: np.ndarray, log2_r_esc: float) -> np.ndarray:
+    """log2 of the largest delta allowed at each step k of the orbit when a skip passes
+    it: min(2^-10 |Z(k)|, (R_esc - |Z(k)|) / 2)."""
+    z = np.hypot(orbit[:, 0], orbit[:, 1])
+    with np.errstate(divide="ignore"):
+        return np.minimum(INNER_LOG2 + np.log2(z),
+                          np.log2(np.maximum(2.0**log2_r_esc - z, 0.0) / 2))
+
+
+def levels(orbit: np.ndarray, log2_c: float, eps: float, log2_r_esc: float,
+           quad_log2_radii: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per level j >= 1 (maps of 2^j steps from steps 1 + k 2^j, as in bla.py): (the
+    maps' nine coefficients A .. I, (n, 9) complex; log2 of their radii by the error
+    model above), given the quadratic maps' log2 radii of each level (the halves of a
+    map may be quadratic ones)."""
+    z = orbit[:, 0] + 1j * orbit[:, 1]
+    steps = len(z) - 2
+    bound = step_bounds(orbit, log2_r_esc)[1:1 + steps + 1]  # bound[i]: step i + 1
+    one = np.ones(steps, dtype=np.complex128)
+    poly = {(1, 0): 2.0 * z[1:1 + steps], (0, 1): one, (2, 0): one}
+    reach = np.full(steps, np.inf)  # single steps pass no step of their own
+    start = np.arange(steps)  # index into bound of each map's first step
+    out = []
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        for j in range(1, len(quad_log2_radii) + 1):
+            n = len(start) // 2
+            if n == 0:
+                break
+            first = {k: v[0:2 * n:2] for k, v in poly.items()}
+            second = {k: v[1:2 * n:2] for k, v in poly.items()}
+            h = 1 << (j - 1)
+            middle = bound[start[0:2 * n:2] + h]  # the step between the halves
+            inner = np.minimum(middle, reach[1:2 * n:2])
+            poly = compose(first, second)
+            lin_a = np.log2(np.abs(poly[(1, 0)]))
+            lin_b = np.log2(np.abs(poly[(0, 1)])) + log2_c
+
+            dropped = _terms(poly, log2_c, range(DEGREE, DEGREE + 1))
+            landing = _terms(first, log2_c, range(1, DEGREE + 1))
+
+            def valid(lr, dropped=dropped, landing=landing, inner=inner, lin_a=lin_a, lin_b=lin_b):
+                err_ok = _size(dropped, lr) <= math.log2(eps) + np.maximum(lin_a + lr, lin_b)
+                return err_ok & (_size(landing, lr) <= inner)
+
+            # the search starts at the quadratic map's radius: a third-degree map is only
+            # taken where it serves larger deltas (and radii stay below 2^4)
+            quad = quad_log2_radii[j - 1][:n]
+            known = np.isfinite(quad)
+            lo = np.where(known, np.maximum(quad, -1100.0), -1100.0)
+            lr = np.minimum(_largest(valid, lo, np.where(known, lo + 64.0, 4.0)), reach[0:2 * n:2])
+            coef = np.stack([poly.get(t, np.zeros(n, dtype=np.complex128)) for t in TERMS], axis=1)
+            lr = np.where(np.isfinite(coef).all(axis=1) & np.isfinite(lin_a), lr, -np.inf)
+            out.append((coef, lr))
+            # the radius a map of this level is taken with: the larger of the two
+            reach = np.maximum(lr, quad)
+            start = start[0:2 * n:2]
+    return out
