@@ -91,10 +91,10 @@ def _size(terms: list[tuple[int, np.ndarray]], lr: np.ndarray) -> np.ndarray:
 
 def _largest(ok, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """log2 of the largest rho in [2^lo, 2^hi] with ok(log2 rho) (a test that holds
-    for small rho and fails from some rho on), by bisection to 2^-26 of the interval;
-    -inf where even 2^lo fails."""
+    for small rho and fails from some rho on), by bisection to 2^-18 of the interval
+    (from below: the result always passes); -inf where even 2^lo fails."""
     a, b = lo, hi
-    for _ in range(26):
+    for _ in range(18):
         mid = 0.5 * (a + b)
         good = ok(mid)
         a, b = np.where(good, mid, a), np.where(good, b, mid)
@@ -150,7 +150,8 @@ def levels(orbit: np.ndarray, log2_c: float, eps: float, log2_r_esc: float,
             quad = quad_log2_radii[j - 1][:n]
             known = np.isfinite(quad)
             lo = np.where(known, np.maximum(quad, -1100.0), -1100.0)
-            lr = np.minimum(_largest(valid, lo, np.where(known, lo + 64.0, 4.0)), reach[0:2 * n:2])
+            # (third-degree radii come out 2^5 to 2^12 times the quadratic ones)
+            lr = np.minimum(_largest(valid, lo, np.where(known, lo + 24.0, 4.0)), reach[0:2 * n:2])
             coef = np.stack([poly.get(t, np.zeros(n, dtype=np.complex128)) for t in TERMS], axis=1)
             lr = np.where(np.isfinite(coef).all(axis=1) & np.isfinite(lin_a), lr, -np.inf)
             out.append((coef, lr))
