@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from farm import spec as specmod
 from farm.compute.device import DeviceInfo, bind_device, bind_local
+from farm.compute.launch import LaunchConfig
 from farm.compute.render import FramePrep, TileRenderer
 from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, StoreError, UsageError
 from farm.estimate import WorkEstimate, eta_seconds
@@ -264,7 +265,9 @@ def _run_in_process(session: _Session, refs: References | None,
         print(f"farm: rendering on {info.describe()}", file=sys.stderr)
     ranks = list(range(len(bound)))
     link = transport.ThreadMaster(ranks)
-    prep = FramePrep(plan, refs, threads=len(bound))  # each frame's host work once, for every GPU
+    # each frame's host work once, for every GPU (quadratic skip tables where a GPU renders)
+    prep = FramePrep(plan, refs, threads=len(bound),
+                     third_degree=all(LaunchConfig.for_device(i).third_degree for i, _ in bound))
     threads = []
     for rank, (info, device) in zip(ranks, bound, strict=True):
         def make(info: DeviceInfo = info, device: Any = device) -> TileRenderer:

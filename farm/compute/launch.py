@@ -38,6 +38,13 @@ class LaunchConfig:
     1080p): with it, Seahorse 557.8 Giter/s and the minibrot frame 1882.5; without it
     714.6 and 2600.6 (and the same counts: every interior pixel still ends with count
     0 at max_iter).
+
+    ``third_degree``: skip tables of nucleus references with third-degree maps
+    (farm/numerics/cubic.py). On CPUs, where the kernel takes the frame's time, yes. On
+    GPUs not yet: the maps cut an H200's kernel time for the 1080p Seahorse frame from
+    27.5 to 15.4 ms, but a table costs about 31 ms of host time against 15, and a
+    30-frame 1080p zoom (1e-16 to 1e-22) then waited on frame preparation: 1.28-1.33 s
+    of render against 0.85-0.88 s with quadratic tables (BENCHMARKS.md).
     """
 
     local_size: int = 128
@@ -46,6 +53,7 @@ class LaunchConfig:
     lanes: int = 1
     min_skip_level: int = 1
     interior: bool = True
+    third_degree: bool = True
 
     def global_size(self, work_items: int, compute_units: int) -> int:
         """The global size of a launch that has ``work_items`` to do (see above)."""
@@ -55,7 +63,8 @@ class LaunchConfig:
     @classmethod
     def for_device(cls, info: DeviceInfo) -> LaunchConfig:
         if info.kind == "GPU":  # the best of the sweep in BENCHMARKS.md (H200)
-            return cls(local_size=256, groups_per_unit=32, min_skip_level=3, interior=False)
+            return cls(local_size=256, groups_per_unit=32, min_skip_level=3, interior=False,
+                       third_degree=False)
         lanes = int(os.environ.get("FARM_PERTURB_LANES", "") or 8)
         level = int(os.environ.get("FARM_MIN_SKIP_LEVEL", "") or 5)
         return cls(local_size=64, groups_per_unit=4, lanes=lanes, min_skip_level=level)

@@ -173,7 +173,8 @@ class TileRenderer:
                          for fmt in {f.precision for f in plan.frames}}
         # per-frame host state (coordinate axes, or a perturbed frame's arguments),
         # built ahead of need; the device buffers of the last few frames
-        self._prep = prep or FramePrep(plan, references, skipping, interior=self.interior)
+        self._prep = prep or FramePrep(plan, references, skipping, interior=self.interior,
+                                       third_degree=self.config.third_degree)
         self._device_args: collections.OrderedDict[int, tuple[list, list, list]] = (
             collections.OrderedDict())
 
@@ -435,9 +436,9 @@ class FramePrep:
     KEEP = 8
 
     def __init__(self, plan: Plan, references: References | None, skipping: bool = True,
-                 threads: int = 1, interior: bool = True):
+                 threads: int = 1, interior: bool = True, third_degree: bool = True):
         self.plan, self.references, self.skipping = plan, references, skipping
-        self.interior = interior
+        self.interior, self.third_degree = interior, third_degree
         self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="farm-prep")
         self._lock = threading.Lock()
         self._states: collections.OrderedDict[int, concurrent.futures.Future] = (
@@ -493,7 +494,8 @@ class FramePrep:
         if self.references is None:
             raise RuntimeError("a perturbed frame needs its reference orbit")
         return perturbed_frame(self.plan, self.references, frame, self.skipping,
-                               interior=self.interior, log2_dc_max=log2_dc_max)
+                               interior=self.interior, log2_dc_max=log2_dc_max,
+                               third_degree=self.third_degree)
 
 
 def polar_offsets(plan: Plan, region: Region) -> tuple[np.ndarray, int, np.ndarray]:
