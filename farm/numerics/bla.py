@@ -187,12 +187,9 @@ def skip_table_log2(orbit: np.ndarray, log2_dc_max: float, eps: float = EPS,
         finished = [_finish_level(lv, log2_dc_max, eps) for lv in levels[1:]]
         if cubic:
             third = cub.levels(orbit, log2_dc_max, eps, log2_r_esc, [lr for _, lr in finished])
-            finished = ([_with_cubic(q, c) for q, c in zip(finished, third, strict=False)]
-                        + finished[len(third):])
+            finished = [_with_cubic(q, c) for q, c in zip(finished, third, strict=True)]
         rows, radii = [np.zeros((0, COLUMNS))], [np.zeros(0)]  # level 0: single steps, not stored
         for coef, lr in finished:
-            if coef.shape[1] < COLUMNS:
-                coef = np.concatenate([coef, np.zeros((len(coef), COLUMNS - coef.shape[1]))], axis=1)
             rows.append(coef)
             radii.append(lr if floatexp else np.exp2(lr))
     offsets = np.cumsum([0] + [len(r) for r in radii]).astype(np.uint32)
@@ -208,17 +205,15 @@ def _with_cubic(quad: tuple[np.ndarray, np.ndarray],
     qcoef, qlr = quad
     ccoef, clr = third
     take = clr > qlr
-    coef = np.zeros((len(qcoef), COLUMNS))
-    coef[:, :10] = qcoef
-    full = np.stack([ccoef.real, ccoef.imag], axis=2).reshape(len(ccoef), COLUMNS)
-    coef[take] = full[take]
+    coef = qcoef.copy()
+    coef[take] = np.stack([ccoef.real, ccoef.imag], axis=2).reshape(len(ccoef), COLUMNS)[take]
     return coef, np.where(take, clr, qlr)
 
 
 def _finish_level(lv: dict, log2_c: float, eps: float) -> tuple[np.ndarray, np.ndarray]:
-    """(coef (n, 10), log2 radii) of one level: negligible quadratic terms dropped
-    (|C| R^2, |D| R c, |E| c^2 against |A| R + |B| c), maps that do not fit doubles
-    invalid (-inf)."""
+    """(coef (n, COLUMNS), F .. I = 0; log2 radii) of one level: negligible quadratic
+    terms dropped (|C| R^2, |D| R c, |E| c^2 against |A| R + |B| c), maps that do not
+    fit doubles invalid (-inf)."""
     lr = _radius_log2(lv, log2_c, eps)
     coef = np.stack([lv[k] for k in "ABCDE"], axis=1)
     lin = _lsum(_log2abs(lv["A"]) + lr, _log2abs(lv["B"]) + log2_c)
@@ -227,7 +222,9 @@ def _finish_level(lv: dict, log2_c: float, eps: float) -> tuple[np.ndarray, np.n
     ok = np.isfinite(coef).all(axis=1) & np.isfinite(lr)
     coef[~ok] = 0
     lr = np.where(ok, lr, -np.inf)
-    return np.stack([coef.real, coef.imag], axis=2).reshape(len(coef), 10), lr
+    out = np.zeros((len(coef), COLUMNS))
+    out[:, :10] = np.stack([coef.real, coef.imag], axis=2).reshape(len(coef), 10)
+    return out, lr
 
 
 def _gaps(orbit: np.ndarray, table: SkipTable) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -268,7 +265,7 @@ def _with_shift(orbit: np.ndarray, table: SkipTable) -> SkipTable:
 
 
 def device_layout(table: SkipTable) -> tuple[np.ndarray, np.ndarray]:
-    """(coef (N, 10), radius (N,)): the table as the kernels read it (kernels/perturb.cl).
+    """(coef (N, COLUMNS), radius (N,)): the table as the kernels read it (kernels/perturb.cl).
 
     One map a row: the map of level j >= 1 that starts at step m is row m - 1 + 2^(j-1),
     the middle of the steps it covers (each row is the middle of one map only), so the

@@ -122,17 +122,14 @@ def levels(orbit: np.ndarray, log2_c: float, eps: float, log2_r_esc: float,
     one = np.ones(steps, dtype=np.complex128)
     poly = {(1, 0): 2.0 * z[1:1 + steps], (0, 1): one, (2, 0): one}
     reach = np.full(steps, np.inf)  # single steps pass no step of their own
-    start = np.arange(steps)  # index into bound of each map's first step
     out = []
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        for j in range(1, len(quad_log2_radii) + 1):
-            n = len(start) // 2
-            if n == 0:
-                break
+        for j, quad in enumerate(quad_log2_radii, start=1):
+            n = len(quad)  # the levels halve alike here and in bla.py
             first = {k: v[0:2 * n:2] for k, v in poly.items()}
             second = {k: v[1:2 * n:2] for k, v in poly.items()}
-            h = 1 << (j - 1)
-            middle = bound[start[0:2 * n:2] + h]  # the step between the halves
+            # the step between the halves: map k starts at bound index k 2^j
+            middle = bound[np.arange(n) * (1 << j) + (1 << (j - 1))]
             inner = np.minimum(middle, reach[1:2 * n:2])
             poly = compose(first, second)
             lin_a = np.log2(np.abs(poly[(1, 0)]))
@@ -147,7 +144,6 @@ def levels(orbit: np.ndarray, log2_c: float, eps: float, log2_r_esc: float,
 
             # the search starts at the quadratic map's radius: a third-degree map is only
             # taken where it serves larger deltas (and radii stay below 2^4)
-            quad = quad_log2_radii[j - 1][:n]
             known = np.isfinite(quad)
             lo = np.where(known, np.maximum(quad, -1100.0), -1100.0)
             # (third-degree radii come out 2^5 to 2^12 times the quadratic ones)
@@ -157,5 +153,4 @@ def levels(orbit: np.ndarray, log2_c: float, eps: float, log2_r_esc: float,
             out.append((coef, lr))
             # the radius a map of this level is taken with: the larger of the two
             reach = np.maximum(lr, quad)
-            start = start[0:2 * n:2]
     return out
