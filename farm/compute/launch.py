@@ -45,6 +45,7 @@ class LaunchConfig:
     27.5 to 15.4 ms, but a table costs about 31 ms of host time against 15, and a
     30-frame 1080p zoom (1e-16 to 1e-22) then waited on frame preparation: 1.28-1.33 s
     of render against 0.85-0.88 s with quadratic tables (BENCHMARKS.md).
+    FARM_SKIP_DEGREE (2 or 3) overrides either choice (a developer knob).
     """
 
     local_size: int = 128
@@ -62,9 +63,11 @@ class LaunchConfig:
 
     @classmethod
     def for_device(cls, info: DeviceInfo) -> LaunchConfig:
+        degree = os.environ.get("FARM_SKIP_DEGREE", "")  # 2 or 3: overrides third_degree
         if info.kind == "GPU":  # the best of the sweep in BENCHMARKS.md (H200)
             return cls(local_size=256, groups_per_unit=32, min_skip_level=3, interior=False,
-                       third_degree=False)
+                       third_degree=degree == "3")
         lanes = int(os.environ.get("FARM_PERTURB_LANES", "") or 8)
         level = int(os.environ.get("FARM_MIN_SKIP_LEVEL", "") or 5)
-        return cls(local_size=64, groups_per_unit=4, lanes=lanes, min_skip_level=level)
+        return cls(local_size=64, groups_per_unit=4, lanes=lanes, min_skip_level=level,
+                   third_degree=degree != "2")

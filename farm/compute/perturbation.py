@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import cmath
 import math
-import os
 from dataclasses import dataclass
 
 import farm.numerics as num
@@ -63,8 +62,7 @@ def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bo
         # third-degree maps (farm/numerics/cubic.py) where a nucleus reference makes pixels
         # start its orbit again with large deltas, in double frames; they cost 2-3 times
         # the host time of a quadratic table, which long centre orbits would feel
-        # (FARM_SKIP_DEGREE=2: quadratic maps only, a developer knob for measurements)
-        cubic = third_degree and ref.period > 0 and not fx and os.environ.get("FARM_SKIP_DEGREE") != "2"
+        cubic = third_degree and ref.period > 0 and not fx
         table = skip_table_log2(ref.orbit, log2_dc_max, eps, floatexp=fx, cubic=cubic,
                                 log2_r_esc=math.log2(float(plan.spec.iterations.escape_radius)))
     lam: tuple[complex, int] = (0j, 0)
