@@ -476,9 +476,8 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
         uint len = 0;
         /* the shortest skip's test in integer instructions (high words order like the
          * values; equal ones count as too large): FP64 ones bound the loop */
-        if (high_word_max(s.d.x, s.d.y) < as_uint2(s.r1).y &&
-            (1u << BLA_MIN_LEVEL) <= max_iter - s.n) {
-            const uint room = max_iter - s.n;
+        const uint room = max_iter - s.n;
+        if (high_word_max(s.d.x, s.d.y) < as_uint2(s.r1).y && (1u << BLA_MIN_LEVEL) <= room) {
             const uint j = bla_level_above(bla_r, bla_rows, bla_levels, s.m, room,
                                            fmax(fabs(s.d.x), fabs(s.d.y)));
             len = bla_skip(bla_ab, s.m, j, &s.d, s.dc, &s.w, ds);

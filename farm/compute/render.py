@@ -231,9 +231,9 @@ class TileRenderer:
         """The per-frame kernel arguments of a perturbed frame, in three parts around
         the tile's position (kernels/perturb.cl): (orbit, length), (reference offset,
         half pixel spacing as mantissa and exponent: the flat tile's), then the escape
-        radius squared, the skip table (maps and radii buffers in the kernels' layout, rows,
-        levels, pre-check shift; no levels when skipping is off) and lambda' of a nucleus reference. The
-        device buffers are made once per renderer and frame."""
+        radius squared, the skip table (maps and radii buffers in the kernels' layout,
+        rows, levels, pre-check shift; no levels when skipping is off) and lambda' of a
+        nucleus reference. The device buffers are made once per renderer and frame."""
         args = self._device_args.get(frame.index)
         if args is None:
             pf: PerturbedFrame = self._host_state(frame)
