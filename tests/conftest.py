@@ -98,6 +98,16 @@ def run_farm(*args: str, cwd: Path | None = None, env: dict | None = None,
                           capture_output=True, text=True, timeout=timeout)
 
 
+def assert_same_datasets(a: Path, b: Path, names) -> None:
+    """Stores ``a`` and ``b`` hold bitwise equal datasets ``names`` (the failing one named)."""
+    import h5py
+    import numpy as np
+
+    with h5py.File(a) as fa, h5py.File(b) as fb:
+        for name in names:
+            assert np.array_equal(fa[name][...], fb[name][...]), name
+
+
 def render_frame(cl_device, plan, frame: int = 0, config=None, references=None, skipping=True):
     """(iterations, fraction) of a whole frame, rendered tile by tile on ``cl_device``;
     ``references`` are those of perturbed frames (plan.references())."""

@@ -18,9 +18,8 @@ import time
 from pathlib import Path
 
 import h5py
-import numpy as np
 import pytest
-from conftest import SLOW, run_farm, tiles_done, wait_for_tiles
+from conftest import SLOW, assert_same_datasets, run_farm, tiles_done, wait_for_tiles
 
 from farm.errors import EXIT_INTERRUPTED
 
@@ -44,9 +43,7 @@ def zoom(tmp_path_factory):
 
 
 def assert_same(store: Path, ref: Path) -> None:
-    with h5py.File(store) as a, h5py.File(ref) as b:
-        for name in DATASETS:
-            assert np.array_equal(a[name][...], b[name][...]), name
+    assert_same_datasets(store, ref, DATASETS)
 
 
 def start(job: Path, store: Path) -> subprocess.Popen:

@@ -28,7 +28,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import SLOW, run_farm, tiles_done, wait_for_tiles
+from conftest import SLOW, assert_same_datasets, run_farm, tiles_done, wait_for_tiles
 from expmap_reference import escape, frame_points, render_centre, render_strip
 from test_expmap_units import expmap_text
 
@@ -171,9 +171,7 @@ def test_export_writes_the_strip_for_zoomasm(zoom, tmp_path):
 
 
 def assert_same(a, b):
-    with h5py.File(a) as fa, h5py.File(b) as fb:
-        for name in DATASETS:
-            assert np.array_equal(fa[name][...], fb[name][...]), name
+    assert_same_datasets(a, b, DATASETS)
 
 
 @pytest.mark.parametrize("point,count", [("before-done-flag", 135), ("after-histogram-row", 125)])

@@ -16,7 +16,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from conftest import SLOW, run_farm, wait_for_tiles
+from conftest import SLOW, assert_same_datasets, run_farm, wait_for_tiles
 
 MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
 pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
@@ -40,9 +40,7 @@ def mpi_farm(n: int, *args: str, mpi4py: bool = False, env: dict | None = None,
 
 
 def assert_same_store(a: Path, b: Path) -> None:
-    with h5py.File(a) as fa, h5py.File(b) as fb:
-        for name in DATASETS:
-            assert np.array_equal(fa[name][...], fb[name][...]), name
+    assert_same_datasets(a, b, DATASETS)
 
 
 @pytest.fixture
@@ -194,9 +192,8 @@ def test_samples_and_distance_are_bitwise_identical_under_mpi(tmp_path, write_jo
     assert result.returncode == 0, result.stderr
     names = (*DATASETS, "distance", "samples/iterations", "samples/fraction",
              "samples/distance", "tiles/crc")
-    with h5py.File(store) as fa, h5py.File(single) as fb:
-        for name in names:
-            assert np.array_equal(fa[name][...], fb[name][...]), name
+    assert_same_datasets(store, single, names)
+    with h5py.File(store) as fa:
         assert set(np.unique(fa["tiles/rank"][...])) == {1, 2}
 
 
@@ -228,6 +225,4 @@ def test_changing_references_are_broadcast_and_resume_under_mpi(tmp_path, write_
     assert resumed.returncode == 0, resumed.stderr
     assert "farm: reference" not in resumed.stderr
     assert_same_store(store, single)
-    with h5py.File(store) as a, h5py.File(single) as b:
-        for name in REFERENCE_DATASETS:
-            assert np.array_equal(a[name][...], b[name][...]), name
+    assert_same_datasets(store, single, REFERENCE_DATASETS)

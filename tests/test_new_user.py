@@ -17,7 +17,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from conftest import run_farm, wait_for_tiles
+from conftest import assert_same_datasets, run_farm, wait_for_tiles
 
 from farm.compute.device import list_devices
 from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE
@@ -138,9 +138,8 @@ def test_a_disk_that_fills_stops_the_render_and_resume_finishes_it(tmp_path):
         subprocess.run(["mount", "-o", "remount,size=8m", str(disk)], check=True)
         result = run_farm("resume", str(disk / "z.h5"), "--no-video", "--quiet")
         assert result.returncode == 0, result.stderr
-        with h5py.File(disk / "z.h5") as a, h5py.File(tmp_path / "renders" / "ref.h5") as b:
-            for name in ("iterations", "fraction", "histogram", "done", "frame_done"):
-                assert np.array_equal(a[name][...], b[name][...]), name
+        assert_same_datasets(disk / "z.h5", tmp_path / "renders" / "ref.h5",
+                             ("iterations", "fraction", "histogram", "done", "frame_done"))
 
 
 def test_two_renders_of_one_store_cannot_run_at_once(tmp_path):

@@ -29,7 +29,7 @@ import h5py
 import mpmath
 import numpy as np
 import pytest
-from conftest import job_text, make_spec, render_channels, run_farm, tiles_done
+from conftest import assert_same_datasets, job_text, make_spec, render_channels, run_farm, tiles_done
 from reference import digits_for, misiurewicz, sample_c
 
 from farm.compute.launch import LaunchConfig
@@ -316,9 +316,7 @@ def deep_zoom(tmp_path_factory):
 
 
 def _assert_same(a: Path, b: Path) -> None:
-    with h5py.File(a) as fa, h5py.File(b) as fb:
-        for name in ZOOM_DATASETS:
-            assert np.array_equal(fa[name][...], fb[name][...]), name
+    assert_same_datasets(a, b, ZOOM_DATASETS)
 
 
 def test_perturbed_zoom_through_the_farm_and_its_colour_methods(deep_zoom, tmp_path):
