@@ -214,6 +214,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from farm import spec as specmod
     from farm.color import Style
     from farm.plan import make_plan, structure
+    from farm.plan.references import with_period_limits
     from farm.report import plan_info, plan_summary
 
     job = specmod.load(args.job)
@@ -223,6 +224,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     Style.from_settings(job.color)  # a gradient file that cannot be read or parsed
     device = _estimate_device(args.device)
     refs = plan.references()  # perturbed frames: their reference points (issue 14)
+    plan = with_period_limits(plan, refs)  # max = "auto": a few periods of a nucleus reference
     for line in structure.check(plan, refs):  # a zoom into nothing (issue 10.5)
         print(f"farm: warning: {line}", file=sys.stderr)
     print(json.dumps(plan_info(plan, args.job, device, refs)) if args.json

@@ -26,7 +26,7 @@ from farm.compute.render import FramePrep, TileRenderer
 from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, StoreError, UsageError
 from farm.estimate import WorkEstimate, eta_seconds
 from farm.plan import Plan, make_plan, structure
-from farm.plan.references import References, pack, unpack
+from farm.plan.references import References, pack, unpack, with_period_limits
 from farm.plan.references import describe as describe_references
 from farm.progress import Progress
 from farm.report import timeline_lines
@@ -91,6 +91,10 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
     refs = compute_reference(plan, progress)
     if timing is not None:
         timing.reference_s += time.perf_counter() - t0
+    limited = with_period_limits(plan, refs)  # max = "auto": a few periods of a nucleus reference
+    if check_space and limited is not plan:  # a longer histogram: the store grows
+        space.check(path, layout.store_bytes(limited), "output.store", replacing=restart)
+    plan = limited
     layout.create(path, plan, refs)
     return plan, refs
 

@@ -204,3 +204,36 @@ def test_one_cpu_device_is_a_candidate_the_first_that_compiles(monkeypatch):
     broken.update({1, 2, 3})
     with pytest.raises(devmod.DeviceError, match="no OpenCL device can compile"):
         devmod._usable(devs)
+
+
+def test_auto_iterations_cover_a_few_periods_of_a_nucleus_reference(tmp_path):
+    """A zoom with every optional key left out to the Seahorse centre at 1e-22: the
+    depth formula gives its last frames fewer iterations than the period-8007 nucleus
+    they are referred to, and every pixel came out interior (a black frame). ``max =
+    "auto"`` now gives such frames 4 periods, which `farm validate` shows; the frames
+    render with escaping pixels (frames 6 and 7: all of them, most above a period)."""
+    import json
+
+    import h5py
+
+    job = tmp_path / "deep.toml"
+    job.write_text(textwrap.dedent("""
+        [view]
+        center = ["-0.743643887037158704752191506114774", "0.131825904205311970493132056385139"]
+        width = ["3", "1e-22"]
+        [image]
+        size = [64, 36]
+        [animation]
+        frames = 8
+        """))
+    shown = run_farm("validate", str(job), "--json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    limits = json.loads(shown.stdout)["max_iter"]
+    assert limits[-3:] == [4 * 8007] * 3 and limits[0] < 8007
+    result = run_farm("render", str(job), "--no-video", "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    with h5py.File(tmp_path / "renders" / "deep.h5") as f:
+        assert list(f["frames"]["max_iter"][-3:]) == [4 * 8007] * 3
+        for k in (5, 6, 7):  # auto gave them 4421 to 7133 iterations: all interior
+            counts = f["iterations"][k][...]
+            assert (counts > 0).mean() > 0.9 and (counts > 7133).mean() > 0.7
