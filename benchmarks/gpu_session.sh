@@ -3,7 +3,7 @@
 # Run from the repository root with pyopencl importable; logs and tables go to $OUT.
 # Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [steps]   steps: any of
 #   devices tests kernels quick ptx bench perturb skipping skipvariants farm scaling pipeline
-#   expmap samples
+#   expmap samples zoomskip
 #   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
@@ -86,6 +86,15 @@ for step in $steps; do
       python3 -c "import h5py, numpy as np; a, b = h5py.File('/tmp/zoom_1e300.h5'), h5py.File('/tmp/zoom_mpi.h5'); \
 print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in ('iterations', 'fraction', 'histogram')))" \
         | tee -a "$OUT/zoom.txt" ;;
+    zoomskip)
+      # the whole job against the skip tables' cost on the host (BENCHMARKS.md, "The whole
+      # job on the GPU"): 30 frames of one nucleus reference, quadratic and third-degree tables
+      log "a 30-frame 1080p Seahorse zoom: render, device busy, waiting for frame preparation"
+      for degree in 2 3 2 3 ""; do
+        echo "-- FARM_SKIP_DEGREE=$degree"
+        FARM_SKIP_DEGREE=$degree python3 -m farm render benchmarks/jobs/seahorse_zoom_1080p.toml \
+          --no-video --restart 2>&1 | grep -E "timeline|device busy"
+      done 2>&1 | tee "$OUT/zoomskip.txt" ;;
     pipeline)
       log "the whole job (issue 11): heavy and light 1080p, 1 and 2 GPUs, video; encode and frames"
       OUT="$OUT" python3 benchmarks/pipeline.py 2>&1 | tee "$OUT/pipeline.txt" | tail -14

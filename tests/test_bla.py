@@ -9,8 +9,9 @@ import pytest
 from conftest import make_spec
 from test_perturb import reference_of, render_perturbed, seahorse_point
 
+from farm.numerics import bla
 from farm.numerics import period as per
-from farm.numerics.bla import EPS, apply, device_layout, skip_table, skip_table_log2
+from farm.numerics.bla import EPS, apply, device_layout, orbit_maps, skip_table, skip_table_log2
 from farm.plan import make_plan
 
 
@@ -129,6 +130,40 @@ def test_floatexp_tables_hold_log2_radii():
     assert fx.shift == plain.shift
     deep = skip_table_log2(orbit, -1500.0, floatexp=True)  # |dc| <= 2^-1500 (about 1e-452)
     assert deep.valid.sum() >= plain.valid.sum() >= 200
+
+
+def test_a_references_maps_serve_every_frame_as_a_fresh_build(monkeypatch):
+    """The maps of an orbit are built once and give each frame's |dc| bound the table a
+    build from scratch gives it, bit for bit (quadratic and third degree); maps of the
+    other degree are refused; FramePrep builds a reference's maps once for all its frames."""
+    orbit = _orbit(seahorse_point(), 3000)
+    for cubic in (False, True):
+        maps = orbit_maps(orbit, cubic)
+        for log2_c in (-40.0, -60.0, -75.5):
+            fresh = skip_table_log2(orbit, log2_c, cubic=cubic)
+            shared = skip_table_log2(orbit, log2_c, cubic=cubic, maps=maps)
+            assert shared.valid.sum() > 100
+            for name in ("coef", "radius", "offsets"):
+                assert np.array_equal(getattr(fresh, name), getattr(shared, name)), name
+            assert fresh.shift == shared.shift
+        with pytest.raises(ValueError):
+            skip_table_log2(orbit, -40.0, cubic=not cubic, maps=maps)
+
+    from farm.compute.render import FramePrep
+    spec = make_spec(size=(64, 36), center=("-0.743643887037158704752191506114774",
+                                            "0.131825904205311970493132056385139"),
+                     width=("1e-18", "1e-21"), frames=4, max_iter=20000, precision="perturb")
+    plan = make_plan(spec)
+    refs = plan.references()
+    assert len(refs.refs) == 1 and refs.refs[0].period > 0  # one nucleus for the four frames
+    built = []
+    monkeypatch.setattr(bla, "orbit_maps", lambda *a: built.append(a) or orbit_maps(*a))
+    import farm.compute.perturbation as pert
+    monkeypatch.setattr(pert, "orbit_maps", bla.orbit_maps)
+    prep = FramePrep(plan, refs)
+    tables = [prep.prepare(f).result().table for f in plan.frames]
+    assert len(built) == 1
+    assert len({t.radius.tobytes() for t in tables}) == 4  # each frame its own radii
 
 
 def test_radii_respect_the_kernel_precheck():

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import cmath
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import farm.numerics as num
 from farm.numerics import period as per
-from farm.numerics.bla import EPS, SkipTable, empty_table, skip_table_log2
+from farm.numerics.bla import EPS, OrbitMaps, SkipTable, empty_table, orbit_maps, skip_table_log2
 from farm.plan import FramePlan, Plan, precision
 from farm.plan.references import References
 
@@ -38,14 +40,39 @@ class PerturbedFrame:
     lam: tuple[complex, int]  # lambda' = lam[0] 2^lam[1] for the interior test; (0, 0): off
 
 
+class MapsCache:
+    """Each reference's skip maps (farm/numerics/bla.py: orbit_maps), built once and
+    shared by the frames that use it: only the maps' radii depend on the frame. The
+    ``KEEP`` most recently used references are kept. Thread-safe."""
+
+    KEEP = 4
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._maps: OrderedDict[tuple[int, bool], OrbitMaps] = OrderedDict()
+
+    def get(self, index: int, orbit, cubic: bool) -> OrbitMaps:
+        with self._lock:  # (a second thread waits rather than building them again)
+            key = (index, cubic)
+            maps = self._maps.get(key)
+            if maps is None:
+                maps = self._maps[key] = orbit_maps(orbit, cubic)
+                while len(self._maps) > self.KEEP:
+                    self._maps.popitem(last=False)
+            self._maps.move_to_end(key)
+            return maps
+
+
 def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bool = True,
                     eps: float = EPS, interior: bool = True,
-                    log2_dc_max: float | None = None, third_degree: bool = True) -> PerturbedFrame:
+                    log2_dc_max: float | None = None, third_degree: bool = True,
+                    maps: MapsCache | None = None) -> PerturbedFrame:
     """The arguments of ``frame``; ``skipping`` and ``interior`` (the early exit of
     pixels attracted to the nucleus' cycle) can be turned off for measurements.
     ``log2_dc_max`` bounds every pixel's |dc| (default: the frame's half diagonal
     beyond its reference offset; an expmap strip gives its outer radius);
-    ``third_degree`` False keeps the skip maps quadratic (for measurements)."""
+    ``third_degree`` False keeps the skip maps quadratic (for measurements); ``maps``
+    keeps the references' skip maps from frame to frame."""
     k = refs.frame_ref[frame.index]
     ref = refs.refs[k]
     with num.workprec(frame.bits):
@@ -64,7 +91,8 @@ def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bo
         # the host time of a quadratic table, which long centre orbits would feel
         cubic = third_degree and ref.period > 0 and not fx
         table = skip_table_log2(ref.orbit, log2_dc_max, eps, floatexp=fx, cubic=cubic,
-                                log2_r_esc=math.log2(float(plan.spec.iterations.escape_radius)))
+                                log2_r_esc=math.log2(float(plan.spec.iterations.escape_radius)),
+                                maps=None if maps is None else maps.get(k, ref.orbit, cubic))
     lam: tuple[complex, int] = (0j, 0)
     if interior and ref.period > 0 and math.isfinite(ref.log2_scale):
         e = math.floor(ref.log2_scale) + 1

@@ -55,7 +55,7 @@ import farm.numerics as num
 from farm.compute import programs
 from farm.compute.device import DeviceInfo
 from farm.compute.launch import LaunchConfig
-from farm.compute.perturbation import PerturbedFrame, perturbed_frame
+from farm.compute.perturbation import MapsCache, PerturbedFrame, perturbed_frame
 from farm.numerics.axes import encode_exact, exact_axis, sample_axis
 from farm.numerics.bla import device_layout
 from farm.numerics.encode import ENCODERS
@@ -443,6 +443,7 @@ class FramePrep:
         self._lock = threading.Lock()
         self._states: collections.OrderedDict[int, concurrent.futures.Future] = (
             collections.OrderedDict())
+        self._maps = MapsCache()  # each reference's skip maps, for all its frames
 
     def prepare(self, frame: FramePlan) -> concurrent.futures.Future:
         with self._lock:
@@ -495,7 +496,7 @@ class FramePrep:
             raise RuntimeError("a perturbed frame needs its reference orbit")
         return perturbed_frame(self.plan, self.references, frame, self.skipping,
                                interior=self.interior, log2_dc_max=log2_dc_max,
-                               third_degree=self.third_degree)
+                               third_degree=self.third_degree, maps=self._maps)
 
 
 def polar_offsets(plan: Plan, region: Region) -> tuple[np.ndarray, int, np.ndarray]:

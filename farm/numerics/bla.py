@@ -157,19 +157,22 @@ def skip_table(orbit: np.ndarray, dc_max: float, eps: float = EPS) -> SkipTable:
     return skip_table_log2(orbit, math.log2(dc_max), eps)
 
 
-def skip_table_log2(orbit: np.ndarray, log2_dc_max: float, eps: float = EPS,
-                    floatexp: bool = False, cubic: bool | None = None,
-                    log2_r_esc: float = 1.0) -> SkipTable:
-    """:func:`skip_table` with the largest |dc| given as its log2 (any depth); log2
-    radii for ``floatexp`` deltas. ``cubic`` (default: for double deltas) adds the
-    third-degree maps of farm/numerics/cubic.py where they serve larger deltas; the
-    escape radius 2^log2_r_esc bounds them (no skip passes an escape)."""
-    if cubic is None:
-        cubic = not floatexp
+@dataclass(frozen=True)
+class OrbitMaps:
+    """A reference orbit's maps before any frame's |dc| bound is known: the costly part
+    of a skip table, built once per reference and shared by its frames (only the radii
+    depend on the frame). ``quadratic``: levels 1 .. of _merge; ``third``: the
+    third-degree maps of those levels (farm/numerics/cubic.py), or None."""
+
+    orbit: np.ndarray
+    quadratic: list
+    third: list | None
+
+
+def orbit_maps(orbit: np.ndarray, cubic: bool) -> OrbitMaps:
+    """The maps of an (L, 2) float64 orbit, with third-degree ones if ``cubic``."""
     z = orbit[:, 0] + 1j * orbit[:, 1]
-    steps = len(z) - 2  # maps m -> m + 1 for m = 1 .. L - 2 (Z(m + 1) must exist)
-    if steps < 2:
-        return empty_table()
+    steps = max(len(z) - 2, 0)  # maps m -> m + 1 for m = 1 .. L - 2 (Z(m + 1) must exist)
     zm = z[1:1 + steps]
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         one = np.ones(steps, dtype=np.complex128)
@@ -178,15 +181,36 @@ def skip_table_log2(orbit: np.ndarray, log2_dc_max: float, eps: float = EPS,
         level = {"A": 2.0 * zm, "B": one, "C": one, "D": zero, "E": zero,
                  "lC": np.zeros(steps), "lD": ninf, "lE": ninf,
                  "lal": -_log2abs(zm), "la": ninf, "lb": ninf, "lg": ninf}
-        levels = [level]
-        while len(levels[-1]["A"]) >= 2:
-            prev = levels[-1]
-            n = len(prev["A"]) // 2
-            levels.append(_merge({k: v[0:2 * n:2] for k, v in prev.items()},
-                                 {k: v[1:2 * n:2] for k, v in prev.items()}))
-        finished = [_finish_level(lv, log2_dc_max, eps) for lv in levels[1:]]
-        if cubic:
-            third = cub.levels(orbit, log2_dc_max, eps, log2_r_esc, [lr for _, lr in finished])
+        levels = []
+        while len(level["A"]) >= 2:
+            n = len(level["A"]) // 2
+            level = _merge({k: v[0:2 * n:2] for k, v in level.items()},
+                           {k: v[1:2 * n:2] for k, v in level.items()})
+            levels.append(level)
+    return OrbitMaps(orbit, levels, cub.compositions(orbit, len(levels)) if cubic else None)
+
+
+def skip_table_log2(orbit: np.ndarray, log2_dc_max: float, eps: float = EPS,
+                    floatexp: bool = False, cubic: bool | None = None,
+                    log2_r_esc: float = 1.0, maps: OrbitMaps | None = None) -> SkipTable:
+    """:func:`skip_table` with the largest |dc| given as its log2 (any depth); log2
+    radii for ``floatexp`` deltas. ``cubic`` (default: for double deltas) adds the
+    third-degree maps of farm/numerics/cubic.py where they serve larger deltas; the
+    escape radius 2^log2_r_esc bounds them (no skip passes an escape). ``maps``: the
+    orbit's :func:`orbit_maps`, built with the same ``cubic``, if already at hand."""
+    if cubic is None:
+        cubic = not floatexp
+    if maps is None:
+        maps = orbit_maps(orbit, cubic)
+    elif maps.orbit is not orbit or (maps.third is not None) != cubic:
+        raise ValueError("skip maps built for another orbit or degree")
+    if not maps.quadratic:
+        return empty_table()
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        finished = [_finish_level(lv, log2_dc_max, eps) for lv in maps.quadratic]
+        if maps.third is not None:
+            third = cub.levels(orbit, maps.third, log2_dc_max, eps, log2_r_esc,
+                               [lr for _, lr in finished])
             finished = [_with_cubic(q, c) for q, c in zip(finished, third, strict=True)]
         rows, radii = [np.zeros((0, COLUMNS))], [np.zeros(0)]  # level 0: single steps, not stored
         for coef, lr in finished:

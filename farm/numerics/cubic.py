@@ -35,6 +35,7 @@ great depths. Both radii shrink with the level, so validity stays monotone in it
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -74,27 +75,49 @@ def compose(first: dict, second: dict) -> dict:
     return out
 
 
-def _terms(poly: dict, lc: float, degrees: range) -> list[tuple[int, np.ndarray]]:
-    """(a, log2 |P_ab| c^b) of the terms of the given degrees: |P_ab| rho^a c^b is
-    2^(a log2 rho + the second)."""
+@dataclass(frozen=True)
+class Level:
+    """The third-degree maps of one level, before a frame's |dc| bound is known:
+    ``coef`` (n, 9) complex A .. I; ``dropped`` and ``landing`` {(a, b): log2 |P_ab|},
+    the map's terms of degree 4 and its first half's terms of degrees 1 to 4;
+    ``log2_a``, ``log2_b``: log2 |A|, log2 |B|."""
+
+    coef: np.ndarray
+    dropped: dict
+    landing: dict
+    log2_a: np.ndarray
+    log2_b: np.ndarray
+
+
+def _logs(poly: dict, degrees: range) -> dict:
     with np.errstate(divide="ignore"):
-        return [(a, np.log2(np.abs(v)) + b * lc) for (a, b), v in poly.items() if a + b in degrees]
+        return {k: np.log2(np.abs(v)) for k, v in poly.items() if sum(k) in degrees}
 
 
-def _size(terms: list[tuple[int, np.ndarray]], lr: np.ndarray) -> np.ndarray:
-    """log2 of the sum of the terms at rho = 2^lr."""
-    out = terms[0][1] + terms[0][0] * lr
-    for a, t in terms[1:]:
-        out = np.logaddexp2(out, t + a * lr)
+def _by_power(logs: dict, lc: float, n: int) -> np.ndarray:
+    """(DEGREE + 1, n): row a is log2 of the sum over b of |P_ab| c^b (c = 2^lc), so
+    that the terms' sum at rho = 2^lr is the sum over a of 2^(row a + a lr)."""
+    out = np.full((DEGREE + 1, n), -np.inf)
+    for (a, b), v in logs.items():
+        out[a] = np.logaddexp2(out[a], v + b * lc)
     return out
+
+
+def _at_most(rows: np.ndarray, lr: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """Whether sum over a of 2^(rows[a] + a lr) <= 2^bound (NaN: no)."""
+    powers = np.arange(DEGREE + 1)[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.exp2(rows + powers * lr - bound).sum(axis=0) <= 1.0
 
 
 def _largest(ok, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """log2 of the largest rho in [2^lo, 2^hi] with ok(log2 rho) (a test that holds
-    for small rho and fails from some rho on), by bisection to 2^-18 of the interval
-    (from below: the result always passes); -inf where even 2^lo fails."""
+    for small rho and fails from some rho on), by bisection until every interval is
+    within 2^-8 of an octave (0.3% of the radius; from below: the result always
+    passes); -inf where even 2^lo fails."""
     a, b = lo, hi
-    for _ in range(18):
+    widest = float(np.max(hi - lo, initial=0.0))
+    for _ in range(max(0, math.ceil(math.log2(max(widest, 1.0))) + 8)):
         mid = 0.5 * (a + b)
         good = ok(mid)
         a, b = np.where(good, mid, a), np.where(good, b, mid)
@@ -110,47 +133,59 @@ def step_bounds(orbit: np.ndarray, log2_r_esc: float) -> np.ndarray:
                           np.log2(np.maximum(2.0**log2_r_esc - z, 0.0) / 2))
 
 
-def levels(orbit: np.ndarray, log2_c: float, eps: float, log2_r_esc: float,
-           quad_log2_radii: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per level j >= 1 (maps of 2^j steps from steps 1 + k 2^j, as in bla.py): (the
-    maps' nine coefficients A .. I, (n, 9) complex; log2 of their radii by the error
-    model above), given the quadratic maps' log2 radii of each level (the halves of a
-    map may be quadratic ones)."""
+def compositions(orbit: np.ndarray, count: int) -> list[Level]:
+    """The third-degree maps of levels 1 .. ``count`` (maps of 2^j steps from steps
+    1 + k 2^j, as in bla.py) of a reference orbit: what does not depend on the frame."""
     z = orbit[:, 0] + 1j * orbit[:, 1]
     steps = len(z) - 2
-    bound = step_bounds(orbit, log2_r_esc)[1:1 + steps + 1]  # bound[i]: step i + 1
     one = np.ones(steps, dtype=np.complex128)
     poly = {(1, 0): 2.0 * z[1:1 + steps], (0, 1): one, (2, 0): one}
+    out = []
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        for _ in range(count):
+            n = len(poly[(1, 0)]) // 2
+            first = {k: v[0:2 * n:2] for k, v in poly.items()}
+            poly = compose(first, {k: v[1:2 * n:2] for k, v in poly.items()})
+            coef = np.stack([poly.get(t, np.zeros(n, dtype=np.complex128)) for t in TERMS], axis=1)
+            out.append(Level(coef, _logs(poly, range(DEGREE, DEGREE + 1)),
+                             _logs(first, range(1, DEGREE + 1)),
+                             np.log2(np.abs(poly[(1, 0)])), np.log2(np.abs(poly[(0, 1)]))))
+    return out
+
+
+def levels(orbit: np.ndarray, maps: list[Level], log2_c: float, eps: float, log2_r_esc: float,
+           quad_log2_radii: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per level j >= 1: (the maps' nine coefficients A .. I, (n, 9) complex; log2 of
+    their radii by the error model above) for a frame's largest |dc| 2^log2_c, given
+    the orbit's ``compositions`` and the quadratic maps' log2 radii of each level (the
+    halves of a map may be quadratic ones)."""
+    steps = len(orbit) - 2
+    bound = step_bounds(orbit, log2_r_esc)[1:1 + steps + 1]  # bound[i]: step i + 1
     reach = np.full(steps, np.inf)  # single steps pass no step of their own
     out = []
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        for j, quad in enumerate(quad_log2_radii, start=1):
+        for j, (level, quad) in enumerate(zip(maps, quad_log2_radii, strict=True), start=1):
             n = len(quad)  # the levels halve alike here and in bla.py
-            first = {k: v[0:2 * n:2] for k, v in poly.items()}
-            second = {k: v[1:2 * n:2] for k, v in poly.items()}
             # the step between the halves: map k starts at bound index k 2^j
             middle = bound[np.arange(n) * (1 << j) + (1 << (j - 1))]
             inner = np.minimum(middle, reach[1:2 * n:2])
-            poly = compose(first, second)
-            lin_a = np.log2(np.abs(poly[(1, 0)]))
-            lin_b = np.log2(np.abs(poly[(0, 1)])) + log2_c
-
-            dropped = _terms(poly, log2_c, range(DEGREE, DEGREE + 1))
-            landing = _terms(first, log2_c, range(1, DEGREE + 1))
+            lin_a, lin_b = level.log2_a, level.log2_b + log2_c
+            dropped = _by_power(level.dropped, log2_c, n)
+            landing = _by_power(level.landing, log2_c, n)
 
             def valid(lr, dropped=dropped, landing=landing, inner=inner, lin_a=lin_a, lin_b=lin_b):
-                err_ok = _size(dropped, lr) <= math.log2(eps) + np.maximum(lin_a + lr, lin_b)
-                return err_ok & (_size(landing, lr) <= inner)
+                err_ok = _at_most(dropped, lr, math.log2(eps) + np.maximum(lin_a + lr, lin_b))
+                return err_ok & _at_most(landing, lr, inner)
 
             # the search starts at the quadratic map's radius: a third-degree map is only
-            # taken where it serves larger deltas (and radii stay below 2^4)
+            # taken where it serves larger deltas (and radii stay below 2^4); it ends
+            # 16 octaves above (third-degree radii come out 2^5 to 2^12 times the
+            # quadratic ones on the Seahorse's period-8007 orbit)
             known = np.isfinite(quad)
             lo = np.where(known, np.maximum(quad, -1100.0), -1100.0)
-            # (third-degree radii come out 2^5 to 2^12 times the quadratic ones)
-            lr = np.minimum(_largest(valid, lo, np.where(known, lo + 24.0, 4.0)), reach[0:2 * n:2])
-            coef = np.stack([poly.get(t, np.zeros(n, dtype=np.complex128)) for t in TERMS], axis=1)
-            lr = np.where(np.isfinite(coef).all(axis=1) & np.isfinite(lin_a), lr, -np.inf)
-            out.append((coef, lr))
+            lr = np.minimum(_largest(valid, lo, np.where(known, lo + 16.0, 4.0)), reach[0:2 * n:2])
+            lr = np.where(np.isfinite(level.coef).all(axis=1) & np.isfinite(lin_a), lr, -np.inf)
+            out.append((level.coef, lr))
             # the radius a map of this level is taken with: the larger of the two
             reach = np.maximum(lr, quad)
     return out
