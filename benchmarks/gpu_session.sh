@@ -24,7 +24,7 @@ for step in $steps; do
         tests/test_kernel_f64.py tests/test_histogram.py tests/test_deep.py tests/test_perturb.py \
         tests/test_bla.py tests/test_skip.py tests/test_reference.py tests/test_distance.py \
         tests/test_samples.py tests/test_perturb_channels.py tests/test_expmap_synth.py \
-        tests/test_color_kernel.py > "$OUT/tests.txt" 2>&1
+        tests/test_color_kernel.py tests/test_prep.py > "$OUT/tests.txt" 2>&1
       tail -4 "$OUT/tests.txt"
       log "fp128 tests without PTX"
       FARM_NO_PTX=1 FARM_TEST_DEVICES=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fp128.py \
@@ -87,13 +87,18 @@ for step in $steps; do
 print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in ('iterations', 'fraction', 'histogram')))" \
         | tee -a "$OUT/zoom.txt" ;;
     zoomskip)
-      # the whole job against the skip tables' cost on the host (BENCHMARKS.md, "The whole
-      # job on the GPU"): 30 frames of one nucleus reference, quadratic and third-degree tables
-      log "a 30-frame 1080p Seahorse zoom: render, device busy, waiting for frame preparation"
-      for degree in 2 3 2 3 ""; do
-        echo "-- FARM_SKIP_DEGREE=$degree"
-        FARM_SKIP_DEGREE=$degree python3 -m farm render benchmarks/jobs/seahorse_zoom_1080p.toml \
-          --no-video --restart 2>&1 | grep -E "timeline|device busy"
+      # the whole job against the frames' host preparation (BENCHMARKS.md, "The whole job
+      # on the GPU"): 30 frames of one nucleus reference; quadratic or third-degree tables,
+      # prepared on a thread or in a helper process (the default)
+      # (ZOOM_FRAMES=120: the same zoom in 120 frames, where the preparation's steady state shows)
+      log "a ${ZOOM_FRAMES:-30}-frame 1080p Seahorse zoom: render, device busy, waiting for frame preparation"
+      sed "s/^frames = 30/frames = ${ZOOM_FRAMES:-30}/" benchmarks/jobs/seahorse_zoom_1080p.toml > /tmp/zoomskip.toml
+      for round in 1 2; do
+        for knobs in "FARM_SKIP_DEGREE=2 FARM_PREP_PROCESSES=0" "FARM_PREP_PROCESSES=0" \
+                     "FARM_SKIP_DEGREE=2" ""; do
+          echo "-- ${knobs:-defaults}"
+          env $knobs python3 -m farm render /tmp/zoomskip.toml --no-video --restart 2>&1 | grep -E "timeline|device busy"
+        done
       done 2>&1 | tee "$OUT/zoomskip.txt" ;;
     pipeline)
       log "the whole job (issue 11): heavy and light 1080p, 1 and 2 GPUs, video; encode and frames"

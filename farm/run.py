@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from farm import spec as specmod
 from farm.compute.device import DeviceInfo, bind_device, bind_local
 from farm.compute.launch import LaunchConfig
-from farm.compute.render import FramePrep, TileRenderer
+from farm.compute.prep import FramePrep
+from farm.compute.render import TileRenderer
 from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, StoreError, UsageError
 from farm.estimate import WorkEstimate, eta_seconds
 from farm.plan import Plan, make_plan, structure
@@ -269,9 +270,11 @@ def _run_in_process(session: _Session, refs: References | None,
         print(f"farm: rendering on {info.describe()}", file=sys.stderr)
     ranks = list(range(len(bound)))
     link = transport.ThreadMaster(ranks)
-    # each frame's host work once, for every GPU (quadratic skip tables where a GPU renders)
+    # each frame's host work once, for every GPU (in helper processes where GPUs render)
+    configs = [LaunchConfig.for_device(i) for i, _ in bound]
     prep = FramePrep(plan, refs, threads=len(bound),
-                     third_degree=all(LaunchConfig.for_device(i).third_degree for i, _ in bound))
+                     third_degree=all(c.third_degree for c in configs),
+                     processes=max(c.prep_processes for c in configs) * len(bound))
     threads = []
     for rank, (info, device) in zip(ranks, bound, strict=True):
         def make(info: DeviceInfo = info, device: Any = device) -> TileRenderer:
@@ -286,6 +289,7 @@ def _run_in_process(session: _Session, refs: References | None,
         for rank, t in zip(ranks, threads, strict=True):
             link.release(rank)
             t.join(timeout=10)
+        prep.close()
 
 
 def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = None,

@@ -23,6 +23,10 @@ from farm.compute.device import build_problem, list_devices
 # `farm bench` remembers kernel rates for `farm validate` (farm/rates.py): keep the
 # tests' measurements out of the user's cache.
 os.environ.setdefault("FARM_RATES", os.path.join(tempfile.mkdtemp(prefix="farm-rates-"), "rates.json"))
+# Frames are prepared on a thread, as on CPUs, also where GPUs would use helper processes
+# (farm/compute/prep.py): tests monkeypatch the preparation in this process.
+# tests/test_prep.py checks that the helpers build the same bytes.
+os.environ.setdefault("FARM_PREP_PROCESSES", "0")
 
 
 def _devices():

@@ -149,7 +149,7 @@ def test_a_references_maps_serve_every_frame_as_a_fresh_build(monkeypatch):
         with pytest.raises(ValueError):
             skip_table_log2(orbit, -40.0, cubic=not cubic, maps=maps)
 
-    from farm.compute.render import FramePrep
+    from farm.compute.prep import FramePrep
     spec = make_spec(size=(64, 36), center=("-0.743643887037158704752191506114774",
                                             "0.131825904205311970493132056385139"),
                      width=("1e-18", "1e-21"), frames=4, max_iter=20000, precision="perturb")

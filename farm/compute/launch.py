@@ -40,12 +40,15 @@ class LaunchConfig:
     0 at max_iter).
 
     ``third_degree``: skip tables of nucleus references with third-degree maps
-    (farm/numerics/cubic.py). On CPUs, where the kernel takes the frame's time, yes. On
-    GPUs not yet: the maps cut an H200's kernel time for the 1080p Seahorse frame from
-    27.5 to 15.4 ms, but a table costs about 31 ms of host time against 15, and a
-    30-frame 1080p zoom (1e-16 to 1e-22) then waited on frame preparation: 1.28-1.33 s
-    of render against 0.85-0.88 s with quadratic tables (BENCHMARKS.md).
-    FARM_SKIP_DEGREE (2 or 3) overrides either choice (a developer knob).
+    (farm/numerics/cubic.py), on every device: they cut an H200's kernel time for the
+    1080p Seahorse frame from 25.4 to 15.5 ms. FARM_SKIP_DEGREE (2 or 3) overrides the
+    choice (a developer knob).
+
+    ``prep_processes``: frames are prepared (farm/compute/prep.py) in that many helper
+    processes, or on a thread when 0. GPUs: 2 (on a thread, the GPU waited for the
+    tables, and one helper builds a table in about the time an H200 renders the 1080p
+    frame: BENCHMARKS.md, "The whole job on the GPU"); CPUs: 0 (the kernel has the
+    cores). FARM_PREP_PROCESSES overrides either choice (a developer knob).
     """
 
     local_size: int = 128
@@ -55,6 +58,7 @@ class LaunchConfig:
     min_skip_level: int = 1
     interior: bool = True
     third_degree: bool = True
+    prep_processes: int = 0
 
     def global_size(self, work_items: int, compute_units: int) -> int:
         """The global size of a launch that has ``work_items`` to do (see above)."""
@@ -63,11 +67,12 @@ class LaunchConfig:
 
     @classmethod
     def for_device(cls, info: DeviceInfo) -> LaunchConfig:
-        degree = os.environ.get("FARM_SKIP_DEGREE", "")  # 2 or 3: overrides third_degree
+        third = os.environ.get("FARM_SKIP_DEGREE", "") != "2"  # 2 or 3
+        helpers = os.environ.get("FARM_PREP_PROCESSES", "")
         if info.kind == "GPU":  # the best of the sweep in BENCHMARKS.md (H200)
             return cls(local_size=256, groups_per_unit=32, min_skip_level=3, interior=False,
-                       third_degree=degree == "3")
+                       third_degree=third, prep_processes=int(helpers or 2))
         lanes = int(os.environ.get("FARM_PERTURB_LANES", "") or 8)
         level = int(os.environ.get("FARM_MIN_SKIP_LEVEL", "") or 5)
         return cls(local_size=64, groups_per_unit=4, lanes=lanes, min_skip_level=level,
-                   third_degree=degree != "2")
+                   third_degree=third, prep_processes=int(helpers or 0))

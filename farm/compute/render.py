@@ -42,7 +42,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import math
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -55,15 +54,15 @@ import farm.numerics as num
 from farm.compute import programs
 from farm.compute.device import DeviceInfo
 from farm.compute.launch import LaunchConfig
-from farm.compute.perturbation import MapsCache, PerturbedFrame, perturbed_frame
-from farm.numerics.axes import encode_exact, exact_axis, sample_axis
+from farm.compute.perturbation import PerturbedFrame
+from farm.compute.prep import FramePrep
 from farm.numerics.bla import device_layout
 from farm.numerics.encode import ENCODERS
 from farm.plan import FramePlan, Plan, Tile, precision
 from farm.plan import samples as sample_pattern
 from farm.plan.expmap import TWO_PI
 from farm.plan.references import References
-from farm.plan.units import CENTRE, EMPTY, STRIP, Region, scaled
+from farm.plan.units import CENTRE, EMPTY, STRIP, Region
 from farm.timeline import Counters
 
 
@@ -173,8 +172,10 @@ class TileRenderer:
                          for fmt in {f.precision for f in plan.frames}}
         # per-frame host state (coordinate axes, or a perturbed frame's arguments),
         # built ahead of need; the device buffers of the last few frames
+        self._own_prep = prep is None
         self._prep = prep or FramePrep(plan, references, skipping, interior=self.interior,
-                                       third_degree=self.config.third_degree)
+                                       third_degree=self.config.third_degree,
+                                       processes=self.config.prep_processes)
         self._device_args: collections.OrderedDict[int, tuple[list, list, list]] = (
             collections.OrderedDict())
 
@@ -426,77 +427,10 @@ class TileRenderer:
     def render(self, frame: FramePlan, tile: Tile) -> TileResult:
         return self.finish(self.launch(frame, tile))
 
-
-class FramePrep:
-    """Per-frame host work: coordinate axes (direct formats) or the half spacing and skip
-    table (perturbation), built once per frame on threads of their own (one per worker:
-    with two GPUs frames are used twice as fast) and shared by every renderer of the
-    process, the ``KEEP`` most recent frames kept. Thread-safe."""
-
-    KEEP = 8
-
-    def __init__(self, plan: Plan, references: References | None, skipping: bool = True,
-                 threads: int = 1, interior: bool = True, third_degree: bool = True):
-        self.plan, self.references, self.skipping = plan, references, skipping
-        self.interior, self.third_degree = interior, third_degree
-        self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="farm-prep")
-        self._lock = threading.Lock()
-        self._states: collections.OrderedDict[int, concurrent.futures.Future] = (
-            collections.OrderedDict())
-        self._maps = MapsCache()  # each reference's skip maps, for all its frames
-
-    def prepare(self, frame: FramePlan) -> concurrent.futures.Future:
-        with self._lock:
-            future = self._states.get(frame.index)
-            if future is None:
-                future = self._states[frame.index] = self._pool.submit(self._build, frame)
-                while len(self._states) > self.KEEP:
-                    self._states.popitem(last=False)
-            else:
-                self._states.move_to_end(frame.index)
-            return future
-
-    def _build(self, frame: FramePlan) -> Any:
-        if self.plan.layout is not None:
-            return self._unit(frame)
-        if frame.precision == "perturb":
-            return self._perturbation(frame)
-        return self._axes(frame)
-
-    def _unit(self, unit: FramePlan) -> Any:
-        """An expmap unit's state: a segment's skip table (its |dc| reaches its outer
-        radius; its h_m, h_e are not used), or the centre image's perturbation state or
-        coordinate axes."""
-        layout = self.plan.layout
-        assert layout is not None
-        if layout.units[unit.index].kind != CENTRE:
-            radius = scaled(self.plan.s_min, layout.radius_log2(unit.index))
-            return self._perturbation(unit, num.log10(radius) * math.log2(10))
-        if unit.precision == "perturb":
-            return self._perturbation(unit)
-        return self._axes(unit, layout.geom.centre_size)
-
-    def _axes(self, frame: FramePlan,
-              size: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        spec = self.plan.spec
-        w, h = size or spec.size
-        cr, ci = spec.view.center
-        fmt = frame.precision
-        if self.plan.samples == 1:
-            return (encode_exact(fmt, *exact_axis(cr, frame.spacing, w, +1, frame.bits)),
-                    encode_exact(fmt, *exact_axis(ci, frame.spacing, h, -1, frame.bits)))
-        offs = sample_pattern.offsets(self.plan.samples)  # (x right, y down) in 2^-16 px
-        return (sample_axis(cr, frame.spacing, w, [o[0] for o in offs], +1, frame.bits, fmt),
-                sample_axis(ci, frame.spacing, h, [o[1] for o in offs], -1, frame.bits, fmt))
-
-    def _perturbation(self, frame: FramePlan, log2_dc_max: float | None = None) -> PerturbedFrame:
-        """A perturbed frame's arguments (farm/compute/perturbation.py); ``log2_dc_max``
-        bounds |dc| (default: from the frame's size and its reference's offset)."""
-        if self.references is None:
-            raise RuntimeError("a perturbed frame needs its reference orbit")
-        return perturbed_frame(self.plan, self.references, frame, self.skipping,
-                               interior=self.interior, log2_dc_max=log2_dc_max,
-                               third_degree=self.third_degree, maps=self._maps)
+    def close(self) -> None:
+        """Stop the frame preparation this renderer started (a helper process on GPUs)."""
+        if self._own_prep:
+            self._prep.close()
 
 
 def polar_offsets(plan: Plan, region: Region) -> tuple[np.ndarray, int, np.ndarray]:

@@ -94,4 +94,5 @@ def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: Work
                 link.heartbeat()
                 last_sent = time.monotonic()
     finally:
+        renderer.close()
         link.close()

@@ -1,0 +1,240 @@
+"""Per-frame host work, built ahead of need and shared by every renderer of a process:
+coordinate axes (direct formats) or a perturbed frame's arguments (reference offset,
+half spacing, skip table: farm/compute/perturbation.py).
+
+:class:`FramePrep` builds each frame once and keeps the ``KEEP`` most recent. The work
+runs on threads of its own (one per worker: with two GPUs frames are used twice as
+fast), or in helper processes (``processes``; GPUs, LaunchConfig.prep_processes). A
+skip table is 3-15 ms of numpy calls a frame, and on a thread every one of those calls
+also waits for the interpreter's lock that the worker loop, the master and the store
+writer take: in a 30-frame 1080p zoom on an H200 a preparation took 18-24 ms on its
+thread against 4-15 ms alone, and the GPU, 13 ms a frame, waited for it (BENCHMARKS.md,
+"The whole job on the GPU"). A helper process has an interpreter of its own: a fresh
+``python -m farm.compute.prep`` (no OpenCL, MPI or thread state is copied) that gets
+the plan and references once and sends each frame's state back pickled (a skip table
+of an 8007-step orbit: 1.2 MB). It starts when the FramePrep is made, beside the
+renderer's own set-up, and builds the same bytes a thread would (tests/test_prep.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import contextlib
+import math
+import os
+import pickle
+import queue
+import subprocess
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+
+import farm.numerics as num
+from farm.compute.perturbation import MapsCache, PerturbedFrame, perturbed_frame
+from farm.numerics.axes import encode_exact, exact_axis, sample_axis
+from farm.plan import FramePlan, Plan
+from farm.plan import samples as sample_pattern
+from farm.plan.references import References
+from farm.plan.units import CENTRE, scaled
+
+
+class FrameBuilder:
+    """Builds one frame's host state (see the module's docstring); not thread-safe by
+    itself but for its maps cache, which is."""
+
+    def __init__(self, plan: Plan, references: References | None, skipping: bool = True,
+                 interior: bool = True, third_degree: bool = True):
+        self.plan, self.references, self.skipping = plan, references, skipping
+        self.interior, self.third_degree = interior, third_degree
+        self._maps = MapsCache()  # each reference's skip maps, for all its frames
+
+    def build(self, frame: FramePlan) -> Any:
+        if self.plan.layout is not None:
+            return self._unit(frame)
+        if frame.precision == "perturb":
+            return self._perturbation(frame)
+        return self._axes(frame)
+
+    def _unit(self, unit: FramePlan) -> Any:
+        """An expmap unit's state: a segment's skip table (its |dc| reaches its outer
+        radius; its h_m, h_e are not used), or the centre image's perturbation state or
+        coordinate axes."""
+        layout = self.plan.layout
+        assert layout is not None
+        if layout.units[unit.index].kind != CENTRE:
+            radius = scaled(self.plan.s_min, layout.radius_log2(unit.index))
+            return self._perturbation(unit, num.log10(radius) * math.log2(10))
+        if unit.precision == "perturb":
+            return self._perturbation(unit)
+        return self._axes(unit, layout.geom.centre_size)
+
+    def _axes(self, frame: FramePlan,
+              size: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        spec = self.plan.spec
+        w, h = size or spec.size
+        cr, ci = spec.view.center
+        fmt = frame.precision
+        if self.plan.samples == 1:
+            return (encode_exact(fmt, *exact_axis(cr, frame.spacing, w, +1, frame.bits)),
+                    encode_exact(fmt, *exact_axis(ci, frame.spacing, h, -1, frame.bits)))
+        offs = sample_pattern.offsets(self.plan.samples)  # (x right, y down) in 2^-16 px
+        return (sample_axis(cr, frame.spacing, w, [o[0] for o in offs], +1, frame.bits, fmt),
+                sample_axis(ci, frame.spacing, h, [o[1] for o in offs], -1, frame.bits, fmt))
+
+    def _perturbation(self, frame: FramePlan, log2_dc_max: float | None = None) -> PerturbedFrame:
+        """A perturbed frame's arguments (farm/compute/perturbation.py); ``log2_dc_max``
+        bounds |dc| (default: from the frame's size and its reference's offset)."""
+        if self.references is None:
+            raise RuntimeError("a perturbed frame needs its reference orbit")
+        return perturbed_frame(self.plan, self.references, frame, self.skipping,
+                               interior=self.interior, log2_dc_max=log2_dc_max,
+                               third_degree=self.third_degree, maps=self._maps)
+
+
+READY = -1  # a helper's first reply: it has its builder
+
+
+class _Helper:
+    """One helper process, ``python -m farm.compute.prep``: it reads the builder's
+    arguments, then (request, frame index) pairs, pickled on its stdin; it answers
+    (READY, ...) once it has its builder, then (request, ok, state or error text) per
+    request, pickled on its stdout. A thread here writes the requests (the arguments
+    first: a write to a full pipe waits for the helper, which takes 0.3 s or more to
+    start) and another reads the replies into futures. (Started as a command, not
+    through multiprocessing, which would import the user's main script again in it.)"""
+
+    def __init__(self, args: tuple) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        self._proc = subprocess.Popen([sys.executable, "-m", "farm.compute.prep"], env=env,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.ready = threading.Event()  # its builder is made: requests are answered at once
+        self._lock = threading.Lock()
+        self._pending: dict[int, concurrent.futures.Future] = {}
+        self._next = 0
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._outbox.put(args)
+        threading.Thread(target=self._requests, name="farm-prep-send", daemon=True).start()
+        threading.Thread(target=self._replies, name="farm-prep-receive", daemon=True).start()
+
+    def submit(self, index: int) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            request, self._next = self._next, self._next + 1
+            self._pending[request] = future
+        self._outbox.put((request, index))
+        return future
+
+    def _requests(self) -> None:
+        stdin = self._proc.stdin
+        assert stdin is not None
+        with contextlib.suppress(OSError, ValueError):  # the helper is gone: see _replies
+            while (message := self._outbox.get()) is not None:
+                pickle.dump(message, stdin, protocol=pickle.HIGHEST_PROTOCOL)
+                stdin.flush()
+            stdin.close()  # the helper's loop ends at the end of its input
+
+    def _replies(self) -> None:
+        assert self._proc.stdout is not None
+        try:
+            while True:
+                request, ok, value = pickle.load(self._proc.stdout)
+                if request == READY:
+                    self.ready.set()
+                    continue
+                with self._lock:
+                    future = self._pending.pop(request)
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(RuntimeError(f"frame preparation helper: {value}"))
+        except (EOFError, OSError, pickle.UnpicklingError):
+            self.ready.clear()
+            with self._lock:
+                pending, self._pending = list(self._pending.values()), {}
+            for future in pending:
+                future.set_exception(RuntimeError(
+                    f"frame preparation helper exited (status {self._proc.poll()})"))
+
+    def close(self) -> None:
+        self.ready.clear()
+        self._outbox.put(None)
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+
+
+class FramePrep:
+    """Each frame's host state, built once on ``threads`` threads or in ``processes``
+    helper processes (see the module's docstring): frames go to the helpers that have
+    started (by index, round robin), to the threads while none has. The ``KEEP`` most
+    recent frames are kept. Thread-safe."""
+
+    KEEP = 8
+
+    def __init__(self, plan: Plan, references: References | None, skipping: bool = True,
+                 threads: int = 1, interior: bool = True, third_degree: bool = True,
+                 processes: int = 0):
+        args = (plan, references, skipping, interior, third_degree)
+        self.plan = plan
+        self.builder = FrameBuilder(*args)
+        self._helpers = [_Helper(args) for _ in range(processes)]
+        self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="farm-prep")
+        self._lock = threading.Lock()
+        self._states: collections.OrderedDict[int, concurrent.futures.Future] = (
+            collections.OrderedDict())
+
+    def prepare(self, frame: FramePlan) -> concurrent.futures.Future:
+        with self._lock:
+            future = self._states.get(frame.index)
+            if future is None:
+                ready = [h for h in self._helpers if h.ready.is_set()]
+                if ready:  # (frames go by index: mpmath numbers do not survive pickling)
+                    assert self.plan.frames[frame.index] is frame
+                    future = ready[frame.index % len(ready)].submit(frame.index)
+                else:  # (until a helper has started: the same bytes, tests/test_prep.py)
+                    future = self._pool.submit(self.builder.build, frame)
+                self._states[frame.index] = future
+                while len(self._states) > self.KEEP:
+                    self._states.popitem(last=False)
+            else:
+                self._states.move_to_end(frame.index)
+            return future
+
+    def helpers_ready(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every helper process to start."""
+        return all(h.ready.wait(timeout) for h in self._helpers)
+
+    def close(self) -> None:
+        """Stop the threads and helper processes (queued work is dropped)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for helper in self._helpers:
+            helper.close()
+
+
+def _serve() -> None:
+    """A helper process's loop (see _Helper)."""
+    requests = sys.stdin.buffer
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything printed goes to stderr, not into the replies
+    builder = FrameBuilder(*pickle.load(requests))
+    pickle.dump((READY, True, None), replies)
+    replies.flush()
+    while True:
+        try:
+            request, index = pickle.load(requests)
+        except EOFError:
+            return
+        try:
+            reply = (request, True, builder.build(builder.plan.frames[index]))
+        except Exception as err:  # the worker fails the task with this text
+            reply = (request, False, f"{type(err).__name__}: {err}")
+        pickle.dump(reply, replies, protocol=pickle.HIGHEST_PROTOCOL)
+        replies.flush()
+
+
+if __name__ == "__main__":
+    _serve()

@@ -1,0 +1,68 @@
+"""Frame preparation in helper processes (farm/compute/prep.py, GPUs' default) builds
+what a thread builds, bit for bit, and a render that uses it writes the same store."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from conftest import assert_same_datasets, make_spec, run_farm
+
+from farm.compute.perturbation import PerturbedFrame
+from farm.compute.prep import FramePrep
+from farm.plan import make_plan
+
+SEAHORSE = ("-0.743643887037158704752191506114774", "0.131825904205311970493132056385139")
+
+
+def _same(a, b) -> None:
+    if isinstance(a, PerturbedFrame):
+        assert isinstance(b, PerturbedFrame)
+        for field in dataclasses.fields(a):
+            x, y = getattr(a, field.name), getattr(b, field.name)
+            if field.name == "table":
+                for name in ("coef", "radius", "offsets"):
+                    assert np.array_equal(getattr(x, name), getattr(y, name)), name
+                assert (x.log2_radii, x.shift) == (y.log2_radii, y.shift)
+            else:
+                assert x == y, field.name
+    else:
+        assert len(a) == len(b) == 2
+        for x, y in zip(a, b, strict=True):
+            assert x.dtype == y.dtype and np.array_equal(x, y)
+
+
+def test_a_helper_process_builds_what_a_thread_builds():
+    perturbed = make_spec(size=(64, 36), center=SEAHORSE, width=("1e-18", "1e-21"), frames=4,
+                          max_iter=20000, precision="perturb")
+    direct = make_spec(size=(40, 24), width=("3", "1e-3"), frames=3, samples=4)
+    for spec in (perturbed, direct):
+        plan = make_plan(spec)
+        refs = plan.references() if spec is perturbed else None
+        threads, helper = FramePrep(plan, refs), FramePrep(plan, refs, processes=1)
+        try:
+            assert helper.helpers_ready(60)  # else frames would go to its thread
+            for frame in plan.frames:
+                want, got = threads.prepare(frame).result(), helper.prepare(frame).result()
+                _same(want, got)
+                if spec is perturbed:
+                    assert want.table.valid.sum() > 100  # the frames do skip
+        finally:
+            helper.close()
+            threads.close()
+
+
+def test_a_render_with_a_helper_process_writes_the_same_store(write_job):
+    """`python -m farm render` on the CPU with FARM_PREP_PROCESSES=1 (what GPUs do:
+    the frames go to the helper once it has started, to a thread before) against the
+    default (a thread): the same iterations, fractions and histograms, and the helper
+    stops with the render."""
+    kw = dict(size=(48, 32), center=SEAHORSE, width=("1e-19", "1e-21"), frames=3,
+              max_iter=20000, tile=(32, 32))
+    stores = []
+    for name, helpers in (("thread", "0"), ("helper", "1")):
+        job = write_job(name, **kw)
+        done = run_farm("render", str(job), "--no-video", env={"FARM_PREP_PROCESSES": helpers})
+        assert done.returncode == 0, done.stderr
+        stores.append(job.with_suffix(".h5"))
+    assert_same_datasets(*stores, ("iterations", "fraction", "histogram"))
