@@ -1,5 +1,5 @@
 """Per-frame host preparation (FramePrep: reference offset and skip table) of a job,
-alone and inside `farm render`, with quadratic and third-degree skip tables.
+alone and inside `farm render`, with quadratic and degree-4 skip tables.
 
     python benchmarks/frame_prep.py benchmarks/jobs/seahorse_zoom_1080p.toml           # alone
     python benchmarks/frame_prep.py benchmarks/jobs/seahorse_zoom_1080p.toml --render  # in the job
@@ -27,13 +27,13 @@ def alone(job: str) -> None:
     t = time.perf_counter()
     refs = plan.references()
     print(f"references {time.perf_counter() - t:.2f} s, periods {sorted({r.period for r in refs.refs})}")
-    for third in (False, True):
-        prep = FramePrep(plan, refs, third_degree=third)
+    for high in (False, True):
+        prep = FramePrep(plan, refs, high_degree=high)
         t = time.perf_counter()
         for frame in plan.frames:
             prep.prepare(frame).result()
         dt = time.perf_counter() - t
-        print(f"{'third-degree' if third else 'quadratic   '} tables: {dt:.3f} s for "
+        print(f"{'degree-4 ' if high else 'quadratic'} tables: {dt:.3f} s for "
               f"{len(plan.frames)} frames, {dt / len(plan.frames) * 1e3:.1f} ms a frame")
 
 

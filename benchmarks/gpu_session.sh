@@ -88,7 +88,7 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
         | tee -a "$OUT/zoom.txt" ;;
     zoomskip)
       # the whole job against the frames' host preparation (BENCHMARKS.md, "The whole job
-      # on the GPU"): 30 frames of one nucleus reference; quadratic or third-degree tables,
+      # on the GPU"): 30 frames of one nucleus reference; quadratic or degree-4 tables,
       # prepared on a thread or in a helper process (the default)
       # (ZOOM_FRAMES=120: the same zoom in 120 frames, where the preparation's steady state shows)
       log "a ${ZOOM_FRAMES:-30}-frame 1080p Seahorse zoom: render, device busy, waiting for frame preparation"

@@ -35,6 +35,7 @@ from skipping import FRAMES  # noqa: E402
 import farm.numerics as num  # noqa: E402
 from farm.compute.perturbation import perturbed_frame  # noqa: E402
 from farm.numerics.bla import EPS, device_layout  # noqa: E402
+from farm.numerics.highdegree import TERMS  # noqa: E402
 from farm.plan import make_plan  # noqa: E402
 
 
@@ -43,8 +44,10 @@ def main() -> None:
     ap.add_argument("--frame", default="seahorse", choices=sorted(FRAMES))
     ap.add_argument("--pixels", type=int, default=40, help="random pixels to follow (default 40)")
     ap.add_argument("--eps", type=float, default=EPS, help="the tables' error bound (default 2^-53)")
-    ap.add_argument("--quadratic", action="store_true", help="quadratic maps only (no third degree)")
+    ap.add_argument("--quadratic", action="store_true", help="quadratic maps only (no degree-4 maps)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--min-level", type=int, default=3,
+                    help="shortest skip taken, 2^j steps (default 3: GPUs' LaunchConfig.min_skip_level)")
     args = ap.parse_args()
 
     center, width, max_iter = FRAMES[args.frame]
@@ -53,7 +56,7 @@ def main() -> None:
                                tile=(1024, 1024), precision="perturb"))
     refs = plan.references()
     pf = perturbed_frame(plan, refs, plan.frames[0], interior=False, eps=args.eps,
-                         third_degree=not args.quadratic)
+                         high_degree=not args.quadratic)
     ref = refs.refs[pf.ref]
     orbit = ref.orbit[:, 0] + 1j * ref.orbit[:, 1]
     last = len(orbit) - 1
@@ -80,14 +83,13 @@ def main() -> None:
             passes += 1
             dmax = max(abs(d.real), abs(d.imag))
             j = 0
-            if m >= 1 and valid(m - 1, 1, max_iter - n, dmax):
-                j = 1
+            if m >= 1 and valid(m - 1, args.min_level, max_iter - n, dmax):
+                j = args.min_level
                 while j + 1 < levels and valid(m - 1, j + 1, max_iter - n, dmax):
                     j += 1
             if j:
-                a, b, c, dd, e, f, g, hh, i = maps[(m - 1) + (1 << (j - 1))]
-                d = (a * d + b * dc + (c * d + dd * dc + (f * d + g * dc) * d) * d
-                     + (e * dc + (hh * d + i * dc) * dc) * dc)
+                coefs = maps[(m - 1) + (1 << (j - 1))]
+                d = sum(cf * d**p * dc**q for cf, (p, q) in zip(coefs, TERMS, strict=True))
                 skips[j] += 1
             else:
                 if m >= 1:
@@ -105,7 +107,7 @@ def main() -> None:
         iters += n
     k = args.pixels
     print(f"{args.frame}: reference period {ref.period or '-'} (orbit {len(orbit)}), eps {args.eps:.3g}, "
-          f"{'quadratic' if args.quadratic else 'third-degree'} maps, "
+          f"{'quadratic' if args.quadratic else 'degree-4'} maps, skips from 2^{args.min_level} steps, "
           f"{k} random pixels of 1920x1080")
     print(f"passes/px {passes / k:.0f}, iterations/px {iters / k:.0f}, single steps/px "
           f"{sum(by_m.values()) / k:.0f}, skips/px {sum(skips.values()) / k:.0f}, "

@@ -170,11 +170,11 @@ def main() -> None:
     ap.add_argument("--eps", type=float, help="the skip tables' error bound (default: the farm's, "
                     "2^-53); for the accuracy/speed trade-off")
     ap.add_argument("--quadratic", action="store_true",
-                    help="quadratic skip maps only (no third-degree maps, farm/numerics/cubic.py)")
+                    help="quadratic skip maps only (no degree-4 maps, farm/numerics/highdegree.py)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     table_options = ({} if args.eps is None else {"eps": args.eps}) | (
-        {"third_degree": False} if args.quadratic else {})
+        {"high_degree": False} if args.quadratic else {})
     if table_options:  # every renderer's tables, through the function render.py calls
         import functools
 

@@ -273,7 +273,7 @@ def _run_in_process(session: _Session, refs: References | None,
     # each frame's host work once, for every GPU (in helper processes where GPUs render)
     configs = [LaunchConfig.for_device(i) for i, _ in bound]
     prep = FramePrep(plan, refs, threads=len(bound),
-                     third_degree=all(c.third_degree for c in configs),
+                     high_degree=all(c.high_degree for c in configs),
                      processes=max(c.prep_processes for c in configs) * len(bound))
     threads = []
     for rank, (info, device) in zip(ranks, bound, strict=True):

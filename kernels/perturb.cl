@@ -22,8 +22,9 @@
  * Iteration skipping (both formats): a table of maps (built on the host per frame,
  * farm/numerics/bla.py) takes d at step m to d at step m + 2^j as
  *     A d + B dc + (C d + D dc) d + (E dc) dc        while max(|d.x|, |d.y|) < R
- * plus, in third-degree maps (farm/numerics/cubic.py; 0 in quadratic ones, and floatexp
- * loops read only A .. E), F d^3 + G d^2 dc + H d dc^2 + I dc^3;
+ * plus, in degree-4 maps (farm/numerics/highdegree.py; 0 in quadratic ones, and floatexp
+ * loops read only A .. E), F d^3 + G d^2 dc + H d dc^2 + I dc^3 + J d^4 + K d^3 dc +
+ * L d^2 dc^2 + M d dc^3 + N dc^4;
  * the loop takes the longest such map that starts at m (m - 1 a multiple of 2^j) and
  * is valid, checks escape where it lands, and otherwise takes one ordinary step.
  * bla_levels = 0 turns skipping off.
@@ -50,10 +51,10 @@
  *     rebase, wrap   nothing: z is the same point, so is its derivative
  *     skip   the map's derivative: d' = A d + B dc + C d^2 + D d dc + E dc^2 gives
  *            w <- (A + 2 C d + D dc) w + (B + D d + 2 E dc) s   (d, dc before the skip;
- *            third-degree maps add their terms' derivatives: bla_deriv)
- * Error of a skip: the terms a map drops are of degree 3 (4 for third-degree maps) and
+ *            degree-4 maps add their terms' derivatives: bla_deriv)
+ * Error of a skip: the terms a map drops are of degree 3 (5 for degree-4 maps) and
  * more in (d, dc), and its relative error in d is at most eps (farm/numerics/bla.py;
- * an estimate for third-degree maps, farm/numerics/cubic.py); along the pixel's own
+ * an estimate for degree-4 maps, farm/numerics/highdegree.py); along the pixel's own
  * path, where d and dc scale together, a term of degree j contributes j times its size
  * over |dc| to the derivative, so w's relative error from a skip is a few eps (and the
  * maps' dropped quadratic terms, < 2^-64 of the linear ones at the radius, contribute
@@ -89,7 +90,7 @@
  *                                  dc = rho_m[row] cis[col] 2^rho_e
  *   then, for both:
  *   r2                  double     escape radius squared
- *   bla_ab    [9 N]     double2    A .. I of each map (complex), one map a row:
+ *   bla_ab    [14 N]    double2    A .. N of each map (complex), one map a row:
  *                                  the map of level j from step m is row m - 1 + 2^(j-1)
  *   bla_r     [N]       double     its validity radius for max(|d.x|, |d.y|), 0 where
  *                                  there is none (floatexp builds: its log2, or -inf)
@@ -222,7 +223,7 @@ inline uint bla_level(__global const double *bla_r, uint bla_rows, uint bla_leve
 }
 
 /* The map (A, B, C, D, E) of level j starting at step m. */
-#define BLA_TERMS 9 /* A .. I: a map's coefficients (complex), a row each */
+#define BLA_TERMS 14 /* A .. N: a map's coefficients (complex), a row each */
 
 inline __global const double2 *bla_map(__global const double2 *bla_ab, uint m, uint j)
 {
@@ -341,10 +342,15 @@ inline double2 delta_step(double2 d, double2 Z, double2 dc)
  * nothing underflows where d and dc are tiny and C, D, E huge. */
 inline double2 bla_apply(__global const double2 *map, double2 d, double2 dc)
 {
-    /* (C d + D dc + (F d + G dc) d) d + (E dc + (H d + I dc) dc) dc: the terms of degree
-     * 2 and 3 (F .. I = 0 in a quadratic map) */
-    const double2 p = cmul(map[2], d) + cmul(map[3], dc) + cmul(cmul(map[5], d) + cmul(map[6], dc), d);
-    const double2 q = cmul(map[4], dc) + cmul(cmul(map[7], d) + cmul(map[8], dc), dc);
+    /* p d + q dc with
+     *     p = C d + D dc + (F d + G dc + (J d + K dc) d) d
+     *     q = E dc + (H d + I dc + (L d + M dc) d + (N dc) dc) dc
+     * the terms of degrees 2 to 4 (F .. N = 0 in a quadratic map) */
+    const double2 p = cmul(map[2], d) + cmul(map[3], dc) +
+                      cmul(cmul(map[5], d) + cmul(map[6], dc) + cmul(cmul(map[9], d) + cmul(map[10], dc), d), d);
+    const double2 q = cmul(map[4], dc) +
+                      cmul(cmul(map[7], d) + cmul(map[8], dc) + cmul(cmul(map[11], d) + cmul(map[12], dc), d) +
+                           cmul(cmul(map[13], dc), dc), dc);
     return cmul(map[0], d) + cmul(map[1], dc) + (cmul(p, d) + cmul(q, dc));
 }
 
@@ -357,15 +363,23 @@ inline double2 deriv_step(double2 w, double2 z, double s)
 }
 
 /* A map's derivative applied (-DDISTANCE): a w + b s, with d, dc before the map and
- *     a = A + 2 C d + D dc + 3 F d^2 + 2 G d dc + H dc^2   (the map's d/dd)
- *     b = B + D d + 2 E dc + G d^2 + 2 H d dc + 3 I dc^2   (its d/ddc) */
+ *     a = A + 2 C d + D dc + 3 F d^2 + 2 G d dc + H dc^2
+ *           + 4 J d^3 + 3 K d^2 dc + 2 L d dc^2 + M dc^3      (the map's d/dd)
+ *     b = B + D d + 2 E dc + G d^2 + 2 H d dc + 3 I dc^2
+ *           + K d^3 + 2 L d^2 dc + 3 M d dc^2 + 4 N dc^3      (its d/ddc) */
 inline double2 bla_deriv(__global const double2 *map, double2 d, double2 dc, double2 w, double s)
 {
     const double2 fd = cmul(map[5], d), gd = cmul(map[6], d), hd = cmul(map[7], d);
+    /* the degree-4 terms' parts, nested as in bla_apply */
+    const double2 a4 = cmul(cmul(4.0 * cmul(map[9], d) + 3.0 * cmul(map[10], dc), d) +
+                            2.0 * cmul(cmul(map[11], dc), dc), d) +
+                       cmul(cmul(cmul(map[12], dc), dc), dc);
+    const double2 b4 = cmul(cmul(cmul(map[10], d) + 2.0 * cmul(map[11], dc), d), d) +
+                       cmul(cmul(3.0 * cmul(map[12], d) + 4.0 * cmul(map[13], dc), dc), dc);
     const double2 a = map[0] + 2.0 * cmul(map[2], d) + cmul(map[3], dc) +
-                      cmul(3.0 * fd + 2.0 * cmul(map[6], dc), d) + cmul(cmul(map[7], dc), dc);
+                      cmul(3.0 * fd + 2.0 * cmul(map[6], dc), d) + cmul(cmul(map[7], dc), dc) + a4;
     const double2 b = map[1] + cmul(map[3], d) + 2.0 * cmul(map[4], dc) + cmul(gd, d) +
-                      cmul(2.0 * hd + 3.0 * cmul(map[8], dc), dc);
+                      cmul(2.0 * hd + 3.0 * cmul(map[8], dc), dc) + b4;
     return cmul(a, w) + b * s;
 }
 

@@ -62,9 +62,9 @@ def test_counts_with_skipping_match_exact_counts(cl_device, reference, view):
     got, _, _ = render(cl_device, view)
     plain, _, _ = render(cl_device, view, skipping=False)
     floor = 0.99 if view is SEAHORSE_GRID else 0.985  # the plain loop's share, less noise
-    # wrong almost only where the plain loop is: third-degree maps (farm/numerics/
-    # cubic.py) have an error estimate, not a bound; one Seahorse pixel of the 576
-    # (exact count 16482, two periods) escapes a step early with them
+    # wrong almost only where the plain loop is: degree-4 maps (farm/numerics/
+    # highdegree.py) have an error estimate, not a bound (with maps of degree 3 one
+    # Seahorse pixel of the 576, exact count 16482, escaped a step early)
     assert ((got != want) & (plain == want)).mean() <= 0.002
     assert (got == plain).mean() >= floor
     compare_counts(got, want, min_equal=floor)

@@ -39,10 +39,10 @@ class LaunchConfig:
     714.6 and 2600.6 (and the same counts: every interior pixel still ends with count
     0 at max_iter).
 
-    ``third_degree``: skip tables of nucleus references with third-degree maps
-    (farm/numerics/cubic.py), on every device: they cut an H200's kernel time for the
-    1080p Seahorse frame from 25.4 to 15.5 ms. FARM_SKIP_DEGREE (2 or 3) overrides the
-    choice (a developer knob).
+    ``high_degree``: skip tables of nucleus references with maps of degree 4
+    (farm/numerics/highdegree.py), on every device (BENCHMARKS.md: on an H200 maps of
+    degree 3 cut the kernel time of the 1080p Seahorse frame from 25.4 to 15.5 ms).
+    FARM_SKIP_DEGREE=2 keeps the tables quadratic (a developer knob).
 
     ``prep_processes``: frames are prepared (farm/compute/prep.py) in that many helper
     processes, or on a thread when 0. GPUs: 2 (on a thread, the GPU waited for the
@@ -57,7 +57,7 @@ class LaunchConfig:
     lanes: int = 1
     min_skip_level: int = 1
     interior: bool = True
-    third_degree: bool = True
+    high_degree: bool = True
     prep_processes: int = 0
 
     def global_size(self, work_items: int, compute_units: int) -> int:
@@ -67,12 +67,12 @@ class LaunchConfig:
 
     @classmethod
     def for_device(cls, info: DeviceInfo) -> LaunchConfig:
-        third = os.environ.get("FARM_SKIP_DEGREE", "") != "2"  # 2 or 3
+        high = os.environ.get("FARM_SKIP_DEGREE", "") != "2"
         helpers = os.environ.get("FARM_PREP_PROCESSES", "")
         if info.kind == "GPU":  # the best of the sweep in BENCHMARKS.md (H200)
             return cls(local_size=256, groups_per_unit=32, min_skip_level=3, interior=False,
-                       third_degree=third, prep_processes=int(helpers or 2))
+                       high_degree=high, prep_processes=int(helpers or 2))
         lanes = int(os.environ.get("FARM_PERTURB_LANES", "") or 8)
         level = int(os.environ.get("FARM_MIN_SKIP_LEVEL", "") or 5)
         return cls(local_size=64, groups_per_unit=4, lanes=lanes, min_skip_level=level,
-                   third_degree=third, prep_processes=int(helpers or 0))
+                   high_degree=high, prep_processes=int(helpers or 0))

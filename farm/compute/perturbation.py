@@ -51,12 +51,12 @@ class MapsCache:
         self._lock = threading.Lock()
         self._maps: OrderedDict[tuple[int, bool], OrbitMaps] = OrderedDict()
 
-    def get(self, index: int, orbit, cubic: bool) -> OrbitMaps:
+    def get(self, index: int, orbit, high: bool) -> OrbitMaps:
         with self._lock:  # (a second thread waits rather than building them again)
-            key = (index, cubic)
+            key = (index, high)
             maps = self._maps.get(key)
             if maps is None:
-                maps = self._maps[key] = orbit_maps(orbit, cubic)
+                maps = self._maps[key] = orbit_maps(orbit, high)
                 while len(self._maps) > self.KEEP:
                     self._maps.popitem(last=False)
             self._maps.move_to_end(key)
@@ -65,13 +65,13 @@ class MapsCache:
 
 def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bool = True,
                     eps: float = EPS, interior: bool = True,
-                    log2_dc_max: float | None = None, third_degree: bool = True,
+                    log2_dc_max: float | None = None, high_degree: bool = True,
                     maps: MapsCache | None = None) -> PerturbedFrame:
     """The arguments of ``frame``; ``skipping`` and ``interior`` (the early exit of
     pixels attracted to the nucleus' cycle) can be turned off for measurements.
     ``log2_dc_max`` bounds every pixel's |dc| (default: the frame's half diagonal
     beyond its reference offset; an expmap strip gives its outer radius);
-    ``third_degree`` False keeps the skip maps quadratic (for measurements); ``maps``
+    ``high_degree`` False keeps the skip maps quadratic (for measurements); ``maps``
     keeps the references' skip maps from frame to frame."""
     k = refs.frame_ref[frame.index]
     ref = refs.refs[k]
@@ -86,13 +86,13 @@ def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bo
     table = empty_table()
     if skipping:
         fx = frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10
-        # third-degree maps (farm/numerics/cubic.py) where a nucleus reference makes pixels
+        # degree-4 maps (farm/numerics/highdegree.py) where a nucleus reference makes pixels
         # start its orbit again with large deltas, in double frames; they cost 2-3 times
         # the host time of a quadratic table, which long centre orbits would feel
-        cubic = third_degree and ref.period > 0 and not fx
-        table = skip_table_log2(ref.orbit, log2_dc_max, eps, floatexp=fx, cubic=cubic,
+        high = high_degree and ref.period > 0 and not fx
+        table = skip_table_log2(ref.orbit, log2_dc_max, eps, floatexp=fx, high=high,
                                 log2_r_esc=math.log2(float(plan.spec.iterations.escape_radius)),
-                                maps=None if maps is None else maps.get(k, ref.orbit, cubic))
+                                maps=None if maps is None else maps.get(k, ref.orbit, high))
     lam: tuple[complex, int] = (0j, 0)
     if interior and ref.period > 0 and math.isfinite(ref.log2_scale):
         e = math.floor(ref.log2_scale) + 1

@@ -46,9 +46,9 @@ class FrameBuilder:
     itself but for its maps cache, which is."""
 
     def __init__(self, plan: Plan, references: References | None, skipping: bool = True,
-                 interior: bool = True, third_degree: bool = True):
+                 interior: bool = True, high_degree: bool = True):
         self.plan, self.references, self.skipping = plan, references, skipping
-        self.interior, self.third_degree = interior, third_degree
+        self.interior, self.high_degree = interior, high_degree
         self._maps = MapsCache()  # each reference's skip maps, for all its frames
 
     def build(self, frame: FramePlan) -> Any:
@@ -91,7 +91,7 @@ class FrameBuilder:
             raise RuntimeError("a perturbed frame needs its reference orbit")
         return perturbed_frame(self.plan, self.references, frame, self.skipping,
                                interior=self.interior, log2_dc_max=log2_dc_max,
-                               third_degree=self.third_degree, maps=self._maps)
+                               high_degree=self.high_degree, maps=self._maps)
 
 
 READY = -1  # a helper's first reply: it has its builder
@@ -176,9 +176,9 @@ class FramePrep:
     KEEP = 8
 
     def __init__(self, plan: Plan, references: References | None, skipping: bool = True,
-                 threads: int = 1, interior: bool = True, third_degree: bool = True,
+                 threads: int = 1, interior: bool = True, high_degree: bool = True,
                  processes: int = 0):
-        args = (plan, references, skipping, interior, third_degree)
+        args = (plan, references, skipping, interior, high_degree)
         self.plan = plan
         self.builder = FrameBuilder(*args)
         self._helpers = [_Helper(args) for _ in range(processes)]

@@ -174,7 +174,7 @@ class TileRenderer:
         # built ahead of need; the device buffers of the last few frames
         self._own_prep = prep is None
         self._prep = prep or FramePrep(plan, references, skipping, interior=self.interior,
-                                       third_degree=self.config.third_degree,
+                                       high_degree=self.config.high_degree,
                                        processes=self.config.prep_processes)
         self._device_args: collections.OrderedDict[int, tuple[list, list, list]] = (
             collections.OrderedDict())

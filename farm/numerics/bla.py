@@ -65,10 +65,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from farm.numerics import cubic as cub
+from farm.numerics import highdegree as hd
 
 EPS = 2.0**-53
-COLUMNS = 18  # a map's coefficients A .. I as (re, im) pairs (F .. I: farm/numerics/cubic.py)
+COLUMNS = 2 * len(hd.TERMS)  # a map's 14 coefficients A .. N as (re, im) pairs (F .. N: highdegree.py)
 NEGLIGIBLE_LOG2 = -64.0  # quadratic terms below 2^-64 of the linear ones are dropped
 
 
@@ -76,8 +76,8 @@ NEGLIGIBLE_LOG2 = -64.0  # quadratic terms below 2^-64 of the linear ones are dr
 class SkipTable:
     """The maps of one frame's reference orbit.
 
-    coef     (N, 18) float64: A .. I of each map as (re, im) pairs (F .. I, the terms of
-             degree 3, 0 in quadratic maps)
+    coef     (N, 28) float64: A .. N of each map (farm/numerics/highdegree.py: TERMS) as
+             (re, im) pairs (F .. N, the terms of degrees 3 and 4, 0 in quadratic maps)
     radius   (N,) float64: the map is valid for |d| < radius (0: never); its log2
              (-inf: never) when ``log2_radii``
     offsets  (levels + 1,) uint32: level j's maps are rows offsets[j] .. offsets[j+1] - 1
@@ -161,16 +161,16 @@ def skip_table(orbit: np.ndarray, dc_max: float, eps: float = EPS) -> SkipTable:
 class OrbitMaps:
     """A reference orbit's maps before any frame's |dc| bound is known: the costly part
     of a skip table, built once per reference and shared by its frames (only the radii
-    depend on the frame). ``quadratic``: levels 1 .. of _merge; ``third``: the
-    third-degree maps of those levels (farm/numerics/cubic.py), or None."""
+    depend on the frame). ``quadratic``: levels 1 .. of _merge; ``high``: the
+    degree-4 maps of those levels (farm/numerics/highdegree.py), or None."""
 
     orbit: np.ndarray
     quadratic: list
-    third: list | None
+    high: list | None
 
 
-def orbit_maps(orbit: np.ndarray, cubic: bool) -> OrbitMaps:
-    """The maps of an (L, 2) float64 orbit, with third-degree ones if ``cubic``."""
+def orbit_maps(orbit: np.ndarray, high: bool) -> OrbitMaps:
+    """The maps of an (L, 2) float64 orbit, with degree-4 ones if ``high``."""
     z = orbit[:, 0] + 1j * orbit[:, 1]
     steps = max(len(z) - 2, 0)  # maps m -> m + 1 for m = 1 .. L - 2 (Z(m + 1) must exist)
     zm = z[1:1 + steps]
@@ -187,31 +187,31 @@ def orbit_maps(orbit: np.ndarray, cubic: bool) -> OrbitMaps:
             level = _merge({k: v[0:2 * n:2] for k, v in level.items()},
                            {k: v[1:2 * n:2] for k, v in level.items()})
             levels.append(level)
-    return OrbitMaps(orbit, levels, cub.compositions(orbit, len(levels)) if cubic else None)
+    return OrbitMaps(orbit, levels, hd.compositions(orbit, len(levels)) if high else None)
 
 
 def skip_table_log2(orbit: np.ndarray, log2_dc_max: float, eps: float = EPS,
-                    floatexp: bool = False, cubic: bool | None = None,
+                    floatexp: bool = False, high: bool | None = None,
                     log2_r_esc: float = 1.0, maps: OrbitMaps | None = None) -> SkipTable:
     """:func:`skip_table` with the largest |dc| given as its log2 (any depth); log2
-    radii for ``floatexp`` deltas. ``cubic`` (default: for double deltas) adds the
-    third-degree maps of farm/numerics/cubic.py where they serve larger deltas; the
+    radii for ``floatexp`` deltas. ``high`` (default: for double deltas) adds the
+    degree-4 maps of farm/numerics/highdegree.py where they serve larger deltas; the
     escape radius 2^log2_r_esc bounds them (no skip passes an escape). ``maps``: the
-    orbit's :func:`orbit_maps`, built with the same ``cubic``, if already at hand."""
-    if cubic is None:
-        cubic = not floatexp
+    orbit's :func:`orbit_maps`, built with the same ``high``, if already at hand."""
+    if high is None:
+        high = not floatexp
     if maps is None:
-        maps = orbit_maps(orbit, cubic)
-    elif maps.orbit is not orbit or (maps.third is not None) != cubic:
+        maps = orbit_maps(orbit, high)
+    elif maps.orbit is not orbit or (maps.high is not None) != high:
         raise ValueError("skip maps built for another orbit or degree")
     if not maps.quadratic:
         return empty_table()
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         finished = [_finish_level(lv, log2_dc_max, eps) for lv in maps.quadratic]
-        if maps.third is not None:
-            third = cub.levels(orbit, maps.third, log2_dc_max, eps, log2_r_esc,
+        if maps.high is not None:
+            high4 = hd.levels(orbit, maps.high, log2_dc_max, eps, log2_r_esc,
                                [lr for _, lr in finished])
-            finished = [_with_cubic(q, c) for q, c in zip(finished, third, strict=True)]
+            finished = [_with_high(q, c) for q, c in zip(finished, high4, strict=True)]
         rows, radii = [np.zeros((0, COLUMNS))], [np.zeros(0)]  # level 0: single steps, not stored
         for coef, lr in finished:
             rows.append(coef)
@@ -222,12 +222,12 @@ def skip_table_log2(orbit: np.ndarray, log2_dc_max: float, eps: float = EPS,
     return _with_shift(orbit, table)
 
 
-def _with_cubic(quad: tuple[np.ndarray, np.ndarray],
-                third: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """One level's rows: each map's third-degree version (nine coefficients, its
-    radius) where its radius is the larger, else the quadratic one with F .. I = 0."""
+def _with_high(quad: tuple[np.ndarray, np.ndarray],
+               high: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """One level's rows: each map's degree-4 version (14 coefficients, its radius)
+    where its radius is the larger, else the quadratic one with F .. N = 0."""
     qcoef, qlr = quad
-    ccoef, clr = third
+    ccoef, clr = high
     take = clr > qlr
     coef = qcoef.copy()
     coef[take] = np.stack([ccoef.real, ccoef.imag], axis=2).reshape(len(ccoef), COLUMNS)[take]
@@ -235,7 +235,7 @@ def _with_cubic(quad: tuple[np.ndarray, np.ndarray],
 
 
 def _finish_level(lv: dict, log2_c: float, eps: float) -> tuple[np.ndarray, np.ndarray]:
-    """(coef (n, COLUMNS), F .. I = 0; log2 radii) of one level: negligible quadratic
+    """(coef (n, COLUMNS), F .. N = 0; log2 radii) of one level: negligible quadratic
     terms dropped (|C| R^2, |D| R c, |E| c^2 against |A| R + |B| c), maps that do not
     fit doubles invalid (-inf)."""
     lr = _radius_log2(lv, log2_c, eps)
@@ -314,7 +314,4 @@ def device_layout(table: SkipTable) -> tuple[np.ndarray, np.ndarray]:
 def apply(table: SkipTable, index: int, d: complex, dc: complex) -> complex:
     """Map ``index`` applied to (d, dc) in frame units (double deltas; for tests)."""
     c = table.coef[index]
-    a, b, cc, dd, e, f, g, h, i = (complex(c[2 * k], c[2 * k + 1]) if 2 * k < len(c) else 0j
-                                   for k in range(9))
-    return (a * d + b * dc + (cc * d + dd * dc) * d + e * dc * dc
-            + (f * d + g * dc) * d * d + (h * d + i * dc) * dc * dc)
+    return sum(complex(c[2 * k], c[2 * k + 1]) * d**a * dc**b for k, (a, b) in enumerate(hd.TERMS))

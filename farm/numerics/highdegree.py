@@ -1,35 +1,39 @@
-"""Third-degree skip maps: skipping where a pixel's delta is too large for quadratic maps.
+"""Skip maps of degree 4: skipping where a pixel's delta is too large for quadratic maps.
 
 The quadratic maps of farm/numerics/bla.py drop terms of degree 3, a relative error of
 about (|d| / |Z|)^2, so at eps = 2^-53 they serve deltas below about 1e-8 of |Z|. After
 a wrap at a minibrot's nucleus a pixel starts the orbit again with a delta of 1e-9 to
 1e-5 of |Z| and takes most of its loop passes there, one step each (BENCHMARKS.md,
-"Where the passes go"). Maps that keep the terms of degree 3 as well,
+"Where the passes go"). Maps that keep the terms of degrees 3 and 4 as well,
 
-    d' = A d + B c + C d^2 + D d c + E c^2 + F d^3 + G d^2 c + H d c^2 + I c^3,
+    d' = A d + B c + C d^2 + D d c + E c^2 + F d^3 + G d^2 c + H d c^2 + I c^3
+         + J d^4 + K d^3 c + L d^2 c^2 + M d c^3 + N c^4
 
-(c = dc) drop terms of degree 4, about (|d| / |Z|)^3, and serve deltas up to about
-1e-5 of |Z|.
+(c = dc; ``TERMS`` lists the (power of d, power of c) of A .. N) drop terms of degree
+5, about (|d| / |Z|)^4, and serve deltas up to about 1e-4 of |Z|. (Maps of degree 3
+served up to about 1e-5: on the Seahorse frame at 1e-22 the GPU's loop, skips from 8
+steps, took 693 passes a pixel with them and 431 with these, in benchmarks/passes.py's
+model; degree 5 would take 388.)
 
 **Error model** (a different one from bla.py's bound, and stated as such): the terms of
-degree 4 of a map are computed exactly (maps are composed keeping degree 4, which the
+degree 5 of a map are computed exactly (maps are composed keeping degree 5, which the
 degrees below do not depend on), and a map is valid for |d| < R where they are at most
 eps of its linear part:
 
-    sum over a + b = 4 of |P_ab| R^a c^b  <=  eps max(|A| R, |B| c)
+    sum over a + b = 5 of |P_ab| R^a c^b  <=  eps max(|A| R, |B| c)
 
-(c: the frame's largest |dc|). The terms of degree 5 and more are not bounded; within R
-they are smaller again by about the same factor as degree 4 is against degree 3 (for
-these radii, 2^-17 or less), which tests/test_bla.py checks against exact mpmath
-steps. Besides, a map must never skip over a step where the plain loop would rebase
-or escape: its radius is cut so that the delta at every step it passes stays below
-2^-10 |Z(k)| (no rebase, |Z + d| > |d|) and below (R_esc - |Z(k)|) / 2 (no escape),
-through its halves: R(M) <= R(first half), and the first half sends |d| < R(M) to a
-delta below the second half's radius and that middle step's own bound. The radius
-taken is the larger of this one and the quadratic map's (bla.py): a row holds the
-third-degree map where it serves larger deltas, the quadratic one (F .. I = 0)
-elsewhere, for instance where the long maps' coefficients leave double's range at
-great depths. Both radii shrink with the level, so validity stays monotone in it.
+(c: the frame's largest |dc|). The terms of degree 6 and more are not bounded; within R
+they are smaller again by about the same factor as degree 5 is against degree 4,
+which tests/test_bla.py checks against exact mpmath steps. Besides, a map must never
+skip over a step where the plain loop would rebase or escape: its radius is cut so
+that the delta at every step it passes stays below 2^-10 |Z(k)| (no rebase, |Z + d| >
+|d|) and below (R_esc - |Z(k)|) / 2 (no escape), through its halves: R(M) <= R(first
+half), and the first half sends |d| < R(M) to a delta below the second half's radius
+and that middle step's own bound. The radius taken is the larger of this one and the
+quadratic map's (bla.py): a row holds the degree-4 map where it serves larger deltas,
+the quadratic one (F .. N = 0) elsewhere, for instance where the long maps'
+coefficients leave double's range at great depths. Both radii shrink with the level,
+so validity stays monotone in it.
 """
 
 from __future__ import annotations
@@ -39,8 +43,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-DEGREE = 4  # carried while composing; the maps keep degrees 1 to 3
-TERMS = ((1, 0), (0, 1), (2, 0), (1, 1), (0, 2), (3, 0), (2, 1), (1, 2), (0, 3))  # A .. I
+KEEP = 4  # the maps keep the terms of degrees 1 to KEEP
+DEGREE = KEEP + 1  # carried while composing: the error model's terms
+# (power of d, power of dc) of the coefficients A .. N, by degree, d's power first
+TERMS = tuple((a, n - a) for n in range(1, KEEP + 1) for a in range(n, -1, -1))
 INNER_LOG2 = -10.0  # the delta at a skipped step stays below 2^-10 |Z| there
 
 
@@ -77,9 +83,9 @@ def compose(first: dict, second: dict) -> dict:
 
 @dataclass(frozen=True)
 class Level:
-    """The third-degree maps of one level, before a frame's |dc| bound is known:
-    ``coef`` (n, 9) complex A .. I; ``dropped`` and ``landing`` {(a, b): log2 |P_ab|},
-    the map's terms of degree 4 and its first half's terms of degrees 1 to 4;
+    """The degree-4 maps of one level, before a frame's |dc| bound is known: ``coef``
+    (n, 14) complex A .. N; ``dropped`` and ``landing`` {(a, b): log2 |P_ab|}, the
+    map's terms of degree DEGREE and its first half's terms of degrees 1 to DEGREE;
     ``log2_a``, ``log2_b``: log2 |A|, log2 |B|."""
 
     coef: np.ndarray
@@ -134,7 +140,7 @@ def step_bounds(orbit: np.ndarray, log2_r_esc: float) -> np.ndarray:
 
 
 def compositions(orbit: np.ndarray, count: int) -> list[Level]:
-    """The third-degree maps of levels 1 .. ``count`` (maps of 2^j steps from steps
+    """The degree-4 maps of levels 1 .. ``count`` (maps of 2^j steps from steps
     1 + k 2^j, as in bla.py) of a reference orbit: what does not depend on the frame."""
     z = orbit[:, 0] + 1j * orbit[:, 1]
     steps = len(z) - 2
@@ -155,7 +161,7 @@ def compositions(orbit: np.ndarray, count: int) -> list[Level]:
 
 def levels(orbit: np.ndarray, maps: list[Level], log2_c: float, eps: float, log2_r_esc: float,
            quad_log2_radii: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per level j >= 1: (the maps' nine coefficients A .. I, (n, 9) complex; log2 of
+    """Per level j >= 1: (the maps' coefficients A .. N, (n, 14) complex; log2 of
     their radii by the error model above) for a frame's largest |dc| 2^log2_c, given
     the orbit's ``compositions`` and the quadratic maps' log2 radii of each level (the
     halves of a map may be quadratic ones)."""
@@ -177,13 +183,13 @@ def levels(orbit: np.ndarray, maps: list[Level], log2_c: float, eps: float, log2
                 err_ok = _at_most(dropped, lr, math.log2(eps) + np.maximum(lin_a + lr, lin_b))
                 return err_ok & _at_most(landing, lr, inner)
 
-            # the search starts at the quadratic map's radius: a third-degree map is only
+            # the search starts at the quadratic map's radius: a degree-4 map is only
             # taken where it serves larger deltas (and radii stay below 2^4); it ends
-            # 16 octaves above (third-degree radii come out 2^5 to 2^12 times the
-            # quadratic ones on the Seahorse's period-8007 orbit)
+            # 24 octaves above (degree-4 radii come out 2^5 to 2^22 times the quadratic ones
+            # on the Seahorse's period-8007 orbit)
             known = np.isfinite(quad)
             lo = np.where(known, np.maximum(quad, -1100.0), -1100.0)
-            lr = np.minimum(_largest(valid, lo, np.where(known, lo + 16.0, 4.0)), reach[0:2 * n:2])
+            lr = np.minimum(_largest(valid, lo, np.where(known, lo + 24.0, 4.0)), reach[0:2 * n:2])
             lr = np.where(np.isfinite(level.coef).all(axis=1) & np.isfinite(lin_a), lr, -np.inf)
             out.append((level.coef, lr))
             # the radius a map of this level is taken with: the larger of the two
