@@ -225,13 +225,13 @@ def skip_table_log2(orbit: np.ndarray, log2_dc_max: float, eps: float = EPS,
 def _with_high(quad: tuple[np.ndarray, np.ndarray],
                high: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """One level's rows: each map's degree-4 version (14 coefficients, its radius)
-    where its radius is the larger, else the quadratic one with F .. N = 0."""
+    where its radius is the larger, else the quadratic one with F .. N = 0 (written into
+    the quadratic rows, which each frame makes anew)."""
     qcoef, qlr = quad
-    ccoef, clr = high
-    take = clr > qlr
-    coef = qcoef.copy()
-    coef[take] = np.stack([ccoef.real, ccoef.imag], axis=2).reshape(len(ccoef), COLUMNS)[take]
-    return coef, np.where(take, clr, qlr)
+    hrows, hlr = high
+    take = hlr > qlr
+    qcoef[take] = hrows[take]
+    return qcoef, np.where(take, hlr, qlr)
 
 
 def _finish_level(lv: dict, log2_c: float, eps: float) -> tuple[np.ndarray, np.ndarray]:

@@ -83,12 +83,14 @@ def compose(first: dict, second: dict) -> dict:
 
 @dataclass(frozen=True)
 class Level:
-    """The degree-4 maps of one level, before a frame's |dc| bound is known: ``coef``
-    (n, 14) complex A .. N; ``dropped`` and ``landing`` {(a, b): log2 |P_ab|}, the
-    map's terms of degree DEGREE and its first half's terms of degrees 1 to DEGREE;
+    """The degree-4 maps of one level, before a frame's |dc| bound is known: ``rows``
+    (n, 28) float64, A .. N as (re, im) pairs (the table's rows, bla.py); ``finite``
+    (n,) whether they fit doubles; ``dropped`` and ``landing`` {(a, b): log2 |P_ab|},
+    the map's terms of degree DEGREE and its first half's terms of degrees 1 to DEGREE;
     ``log2_a``, ``log2_b``: log2 |A|, log2 |B|."""
 
-    coef: np.ndarray
+    rows: np.ndarray
+    finite: np.ndarray
     dropped: dict
     landing: dict
     log2_a: np.ndarray
@@ -119,11 +121,11 @@ def _at_most(rows: np.ndarray, lr: np.ndarray, bound: np.ndarray) -> np.ndarray:
 def _largest(ok, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """log2 of the largest rho in [2^lo, 2^hi] with ok(log2 rho) (a test that holds
     for small rho and fails from some rho on), by bisection until every interval is
-    within 2^-8 of an octave (0.3% of the radius; from below: the result always
+    within 2^-6 of an octave (1.1% of the radius; from below: the result always
     passes); -inf where even 2^lo fails."""
     a, b = lo, hi
     widest = float(np.max(hi - lo, initial=0.0))
-    for _ in range(max(0, math.ceil(math.log2(max(widest, 1.0))) + 8)):
+    for _ in range(max(0, math.ceil(math.log2(max(widest, 1.0))) + 6)):
         mid = 0.5 * (a + b)
         good = ok(mid)
         a, b = np.where(good, mid, a), np.where(good, b, mid)
@@ -153,7 +155,9 @@ def compositions(orbit: np.ndarray, count: int) -> list[Level]:
             first = {k: v[0:2 * n:2] for k, v in poly.items()}
             poly = compose(first, {k: v[1:2 * n:2] for k, v in poly.items()})
             coef = np.stack([poly.get(t, np.zeros(n, dtype=np.complex128)) for t in TERMS], axis=1)
-            out.append(Level(coef, _logs(poly, range(DEGREE, DEGREE + 1)),
+            rows = np.stack([coef.real, coef.imag], axis=2).reshape(n, 2 * len(TERMS))
+            out.append(Level(rows, np.isfinite(coef).all(axis=1),
+                             _logs(poly, range(DEGREE, DEGREE + 1)),
                              _logs(first, range(1, DEGREE + 1)),
                              np.log2(np.abs(poly[(1, 0)])), np.log2(np.abs(poly[(0, 1)]))))
     return out
@@ -161,7 +165,7 @@ def compositions(orbit: np.ndarray, count: int) -> list[Level]:
 
 def levels(orbit: np.ndarray, maps: list[Level], log2_c: float, eps: float, log2_r_esc: float,
            quad_log2_radii: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per level j >= 1: (the maps' coefficients A .. N, (n, 14) complex; log2 of
+    """Per level j >= 1: (the maps' rows, Level.rows; log2 of
     their radii by the error model above) for a frame's largest |dc| 2^log2_c, given
     the orbit's ``compositions`` and the quadratic maps' log2 radii of each level (the
     halves of a map may be quadratic ones)."""
@@ -190,8 +194,8 @@ def levels(orbit: np.ndarray, maps: list[Level], log2_c: float, eps: float, log2
             known = np.isfinite(quad)
             lo = np.where(known, np.maximum(quad, -1100.0), -1100.0)
             lr = np.minimum(_largest(valid, lo, np.where(known, lo + 24.0, 4.0)), reach[0:2 * n:2])
-            lr = np.where(np.isfinite(level.coef).all(axis=1) & np.isfinite(lin_a), lr, -np.inf)
-            out.append((level.coef, lr))
+            lr = np.where(level.finite & np.isfinite(lin_a), lr, -np.inf)
+            out.append((level.rows, lr))
             # the radius a map of this level is taken with: the larger of the two
             reach = np.maximum(lr, quad)
     return out
