@@ -53,10 +53,13 @@ for step in $steps; do
       # tables, register caps; the plain loop's rate; the kernel's registers
       log "skipping variants (no exact check)"
       { python3 -m farm bench --formats perturb 2>&1 | grep -i "perturb "
-        for v in "" -DBLA_MIN_LEVEL=2 -DBLA_MIN_LEVEL=3 -DBLA_MIN_LEVEL=4 -cl-nv-maxrregcount=48; do
-          echo "-- FARM_CL_OPTIONS=$v"
-          FARM_CL_OPTIONS=$v python3 benchmarks/skipping.py --no-check 2>&1 | grep -E "^(seahorse|minibrot)"
+        for j in 1 2 3 4 5; do  # (the kernel's -DBLA_MIN_LEVEL comes from LaunchConfig)
+          echo "-- FARM_MIN_SKIP_LEVEL=$j"
+          FARM_MIN_SKIP_LEVEL=$j python3 benchmarks/skipping.py --no-check 2>&1 | grep -E "^(seahorse|minibrot)"
         done
+        echo "-- FARM_CL_OPTIONS=-cl-nv-maxrregcount=48"
+        FARM_CL_OPTIONS=-cl-nv-maxrregcount=48 python3 benchmarks/skipping.py --no-check 2>&1 \
+          | grep -E "^(seahorse|minibrot)"
         echo "-- quadratic maps only"
         python3 benchmarks/skipping.py --no-check --quadratic 2>&1 | grep -E "^(seahorse|minibrot)"
         for e in 1e-15 1e-14; do

@@ -28,8 +28,8 @@ class LaunchConfig:
     work-item, skips of 8 or more (a pixel that skips makes the others of its warp wait
     through the map: on an H200 the 1080p Seahorse frame ran at 1152, 1300, 1380, 1348
     and 1218 Giter/s with skips from 2, 4, 8, 16 and 32 steps; the minibrot frame at
-    3869, 4482, 4689, 4883 and 4968). FARM_PERTURB_LANES and FARM_MIN_SKIP_LEVEL
-    override the CPU's choice (developer knobs).
+    3869, 4482, 4689, 4883 and 4968). FARM_PERTURB_LANES (CPUs) and FARM_MIN_SKIP_LEVEL
+    (either device) override these choices (developer knobs).
 
     ``interior``: the interior test of perturbed pixels (kernels/perturb.cl: stop a
     pixel its wraps show attracted to the nucleus' cycle). On CPUs it stays on. On
@@ -69,10 +69,10 @@ class LaunchConfig:
     def for_device(cls, info: DeviceInfo) -> LaunchConfig:
         high = os.environ.get("FARM_SKIP_DEGREE", "") != "2"
         helpers = os.environ.get("FARM_PREP_PROCESSES", "")
+        level = os.environ.get("FARM_MIN_SKIP_LEVEL", "")
         if info.kind == "GPU":  # the best of the sweep in BENCHMARKS.md (H200)
-            return cls(local_size=256, groups_per_unit=32, min_skip_level=3, interior=False,
-                       high_degree=high, prep_processes=int(helpers or 2))
+            return cls(local_size=256, groups_per_unit=32, min_skip_level=int(level or 3),
+                       interior=False, high_degree=high, prep_processes=int(helpers or 2))
         lanes = int(os.environ.get("FARM_PERTURB_LANES", "") or 8)
-        level = int(os.environ.get("FARM_MIN_SKIP_LEVEL", "") or 5)
-        return cls(local_size=64, groups_per_unit=4, lanes=lanes, min_skip_level=level,
+        return cls(local_size=64, groups_per_unit=4, lanes=lanes, min_skip_level=int(level or 5),
                    high_degree=high, prep_processes=int(helpers or 0))
