@@ -156,7 +156,7 @@ def compositions(orbit: np.ndarray, count: int) -> list[Level]:
             poly = compose(first, {k: v[1:2 * n:2] for k, v in poly.items()})
             coef = np.stack([poly.get(t, np.zeros(n, dtype=np.complex128)) for t in TERMS], axis=1)
             rows = np.stack([coef.real, coef.imag], axis=2).reshape(n, 2 * len(TERMS))
-            out.append(Level(rows, np.isfinite(coef).all(axis=1),
+            out.append(Level(rows, np.asarray(np.isfinite(coef).all(axis=1)),
                              _logs(poly, range(DEGREE, DEGREE + 1)),
                              _logs(first, range(1, DEGREE + 1)),
                              np.log2(np.abs(poly[(1, 0)])), np.log2(np.abs(poly[(0, 1)]))))
