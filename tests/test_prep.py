@@ -66,3 +66,27 @@ def test_a_render_with_a_helper_process_writes_the_same_store(write_job):
         assert done.returncode == 0, done.stderr
         stores.append(job.with_suffix(".h5"))
     assert_same_datasets(*stores, ("iterations", "fraction", "histogram"))
+
+
+def test_the_developer_knobs_reach_either_device(monkeypatch):
+    """LaunchConfig.for_device: GPUs prepare frames in two helper processes and take
+    skips from 8 steps, CPUs on a thread from 32 steps, both with degree-4 tables; the
+    knobs FARM_PREP_PROCESSES, FARM_MIN_SKIP_LEVEL and FARM_SKIP_DEGREE override each
+    (on GPUs a -DBLA_MIN_LEVEL in FARM_CL_OPTIONS would not: LaunchConfig's own option
+    comes later on the build's command line)."""
+    from farm.compute.device import DeviceInfo
+    from farm.compute.launch import LaunchConfig
+
+    gpu = DeviceInfo(0, 0, "p", "gpu", "GPU", 100, 1 << 30, True, True)
+    cpu = DeviceInfo(1, 0, "p", "cpu", "CPU", 2, 1 << 30, True, True)
+    for name in ("FARM_PREP_PROCESSES", "FARM_MIN_SKIP_LEVEL", "FARM_SKIP_DEGREE"):
+        monkeypatch.delenv(name, raising=False)
+    got = [(c.prep_processes, c.min_skip_level, c.high_degree)
+           for c in (LaunchConfig.for_device(gpu), LaunchConfig.for_device(cpu))]
+    assert got == [(2, 3, True), (0, 5, True)]
+    monkeypatch.setenv("FARM_PREP_PROCESSES", "3")
+    monkeypatch.setenv("FARM_MIN_SKIP_LEVEL", "4")
+    monkeypatch.setenv("FARM_SKIP_DEGREE", "2")
+    got = [(c.prep_processes, c.min_skip_level, c.high_degree)
+           for c in (LaunchConfig.for_device(gpu), LaunchConfig.for_device(cpu))]
+    assert got == [(3, 4, False), (3, 4, False)]
