@@ -47,8 +47,10 @@ class LaunchConfig:
     ``prep_processes``: frames are prepared (farm/compute/prep.py) in that many helper
     processes, or on a thread when 0. GPUs: 2 (on a thread, the GPU waited for the
     tables, and one helper builds a table in about the time an H200 renders the 1080p
-    frame: BENCHMARKS.md, "The whole job on the GPU"); CPUs: 0 (the kernel has the
-    cores). FARM_PREP_PROCESSES overrides either choice (a developer knob).
+    frame: BENCHMARKS.md, "The whole job on the GPU"), at most the cores this process
+    may use less one (a small Slurm allocation: the renderer keeps a core); CPUs: 0
+    (the kernel has the cores). FARM_PREP_PROCESSES overrides either choice (a
+    developer knob).
     """
 
     local_size: int = 128
@@ -71,8 +73,11 @@ class LaunchConfig:
         helpers = os.environ.get("FARM_PREP_PROCESSES", "")
         level = os.environ.get("FARM_MIN_SKIP_LEVEL", "")
         if info.kind == "GPU":  # the best of the sweep in BENCHMARKS.md (H200)
+            cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                     else os.cpu_count() or 1)
             return cls(local_size=256, groups_per_unit=32, min_skip_level=int(level or 3),
-                       interior=False, high_degree=high, prep_processes=int(helpers or 2))
+                       interior=False, high_degree=high,
+                       prep_processes=int(helpers or min(2, cores - 1)))
         lanes = int(os.environ.get("FARM_PERTURB_LANES", "") or 8)
         return cls(local_size=64, groups_per_unit=4, lanes=lanes, min_skip_level=int(level or 5),
                    high_degree=high, prep_processes=int(helpers or 0))
