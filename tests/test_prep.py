@@ -4,8 +4,14 @@ what a thread builds, bit for bit, and a render that uses it writes the same sto
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import assert_same_datasets, make_spec, run_farm
 
 from farm.compute.perturbation import PerturbedFrame
@@ -52,18 +58,41 @@ def test_a_helper_process_builds_what_a_thread_builds():
             threads.close()
 
 
+MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+def test_mpi_workers_with_helper_processes_write_the_same_store(write_job, tmp_path):
+    """`mpiexec -n 3 python -m farm render` (two workers sharing the CPU device), each
+    worker with a helper process that prepares all its frames (FARM_TEST_PREP_WAIT: the
+    workers wait for their helpers to start), against one process preparing on a thread."""
+    job = write_job("mpi", size=(48, 32), center=SEAHORSE, width=("1e-19", "1e-21"), frames=4,
+                    max_iter=20000, tile=(32, 32))
+    alone = run_farm("render", str(job), "--no-video", "--store", str(tmp_path / "alone.h5"))
+    assert alone.returncode == 0, alone.stderr
+    env = {**os.environ, "FARM_PREP_PROCESSES": "1", "FARM_TEST_PREP_WAIT": "1"}
+    done = subprocess.run([str(MPIEXEC), "-n", "3", sys.executable, "-m", "farm", "render", str(job),
+                           "--store", str(tmp_path / "mpi.h5"), "--no-video", "--quiet",
+                           "--share-devices"], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("helpers ready") == 2  # each worker's frames went to its helper
+    assert_same_datasets(tmp_path / "alone.h5", tmp_path / "mpi.h5",
+                         ("iterations", "fraction", "histogram"))
+
+
 def test_a_render_with_a_helper_process_writes_the_same_store(write_job):
-    """`python -m farm render` on the CPU with FARM_PREP_PROCESSES=1 (what GPUs do:
-    the frames go to the helper once it has started, to a thread before) against the
-    default (a thread): the same iterations, fractions and histograms, and the helper
-    stops with the render."""
+    """`python -m farm render` on the CPU with FARM_PREP_PROCESSES=1 (what GPUs do; the
+    render waits for the helper to start, FARM_TEST_PREP_WAIT, so that every frame is
+    its) against the default (a thread): the same iterations, fractions and histograms."""
     kw = dict(size=(48, 32), center=SEAHORSE, width=("1e-19", "1e-21"), frames=3,
               max_iter=20000, tile=(32, 32))
     stores = []
     for name, helpers in (("thread", "0"), ("helper", "1")):
         job = write_job(name, **kw)
-        done = run_farm("render", str(job), "--no-video", env={"FARM_PREP_PROCESSES": helpers})
+        done = run_farm("render", str(job), "--no-video",
+                        env={"FARM_PREP_PROCESSES": helpers, "FARM_TEST_PREP_WAIT": "1"})
         assert done.returncode == 0, done.stderr
+        assert ("helpers ready" in done.stderr) == (helpers == "1")
         stores.append(job.with_suffix(".h5"))
     assert_same_datasets(*stores, ("iterations", "fraction", "histogram"))
 

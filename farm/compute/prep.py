@@ -182,6 +182,10 @@ class FramePrep:
         self.plan = plan
         self.builder = FrameBuilder(*args)
         self._helpers = [_Helper(args) for _ in range(processes)]
+        if self._helpers and os.environ.get("FARM_TEST_PREP_WAIT"):  # tests: every frame to a helper
+            if not self.helpers_ready(60):
+                raise RuntimeError("frame preparation helpers did not start")
+            print("farm: frame preparation helpers ready", file=sys.stderr)
         self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="farm-prep")
         self._lock = threading.Lock()
         self._states: collections.OrderedDict[int, concurrent.futures.Future] = (
