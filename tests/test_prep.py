@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +57,44 @@ def test_a_helper_process_builds_what_a_thread_builds():
         finally:
             helper.close()
             threads.close()
+
+
+def test_a_frame_is_prepared_again_after_a_failure_and_a_dead_helper():
+    """A failed preparation is not kept: asked again, the frame is built again; frames
+    asked for after a helper died go to the thread (and give the same bytes)."""
+    plan = make_plan(make_spec(size=(40, 24), center=SEAHORSE, width=("1e-18", "1e-20"),
+                               frames=3, max_iter=20000, precision="perturb"))
+    refs = plan.references()
+    want = [FramePrep(plan, refs).prepare(f).result() for f in plan.frames]
+    prep = FramePrep(plan, refs, processes=1)
+    try:
+        assert prep.helpers_ready(60)
+        _same(want[0], prep.prepare(plan.frames[0]).result())  # from the helper
+        helper = prep._helpers[0]
+        helper._proc.kill()
+        assert helper._proc.wait(30) != 0
+        for _ in range(600):  # its reply thread sees the end of its output
+            if not helper.ready.is_set():
+                break
+            time.sleep(0.05)
+        assert not helper.ready.is_set()
+        assert helper.submit(1).exception(timeout=5) is not None  # nothing left to answer
+        _same(want[1], prep.prepare(plan.frames[1]).result())  # on the thread
+        build, calls = prep.builder.build, []
+
+        def fails_once(frame):
+            calls.append(frame.index)
+            if len(calls) == 1:
+                raise RuntimeError("a preparation that fails")
+            return build(frame)
+
+        prep.builder.build = fails_once  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError):
+            prep.prepare(plan.frames[2]).result()
+        _same(want[2], prep.prepare(plan.frames[2]).result())
+        assert calls == [2, 2]
+    finally:
+        prep.close()
 
 
 MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")

@@ -113,6 +113,7 @@ class _Helper:
         self.ready = threading.Event()  # its builder is made: requests are answered at once
         self._lock = threading.Lock()
         self._pending: dict[int, concurrent.futures.Future] = {}
+        self._gone: str | None = None  # why the helper answers no more
         self._next = 0
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
         self._outbox.put(args)
@@ -122,6 +123,9 @@ class _Helper:
     def submit(self, index: int) -> concurrent.futures.Future:
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._lock:
+            if self._gone is not None:  # (no reader is left to answer it)
+                future.set_exception(RuntimeError(self._gone))
+                return future
             request, self._next = self._next, self._next + 1
             self._pending[request] = future
         self._outbox.put((request, index))
@@ -153,10 +157,10 @@ class _Helper:
         except (EOFError, OSError, pickle.UnpicklingError):
             self.ready.clear()
             with self._lock:
+                self._gone = f"frame preparation helper exited (status {self._proc.poll()})"
                 pending, self._pending = list(self._pending.values()), {}
             for future in pending:
-                future.set_exception(RuntimeError(
-                    f"frame preparation helper exited (status {self._proc.poll()})"))
+                future.set_exception(RuntimeError(self._gone))
 
     def close(self) -> None:
         self.ready.clear()
@@ -171,7 +175,8 @@ class FramePrep:
     """Each frame's host state, built once on ``threads`` threads or in ``processes``
     helper processes (see the module's docstring): frames go to the helpers that have
     started (by index, round robin), to the threads while none has. The ``KEEP`` most
-    recent frames are kept. Thread-safe."""
+    recent frames are kept; a frame whose preparation failed is prepared again when it
+    is asked for again. Thread-safe."""
 
     KEEP = 8
 
@@ -194,6 +199,8 @@ class FramePrep:
     def prepare(self, frame: FramePlan) -> concurrent.futures.Future:
         with self._lock:
             future = self._states.get(frame.index)
+            if future is not None and future.done() and (future.cancelled() or future.exception()):
+                future = None  # built again (a helper that died: on a thread or another helper)
             if future is None:
                 ready = [h for h in self._helpers if h.ready.is_set()]
                 if ready:  # (frames go by index: mpmath numbers do not survive pickling)

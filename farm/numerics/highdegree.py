@@ -165,10 +165,10 @@ def compositions(orbit: np.ndarray, count: int) -> list[Level]:
 
 def levels(orbit: np.ndarray, maps: list[Level], log2_c: float, eps: float, log2_r_esc: float,
            quad_log2_radii: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per level j >= 1: (the maps' rows, Level.rows; log2 of
-    their radii by the error model above) for a frame's largest |dc| 2^log2_c, given
-    the orbit's ``compositions`` and the quadratic maps' log2 radii of each level (the
-    halves of a map may be quadratic ones)."""
+    """Per level j >= 1: (the maps' rows, Level.rows; log2 of their radii by the error
+    model above) for a frame's largest |dc| 2^log2_c, given the orbit's
+    ``compositions`` and the quadratic maps' log2 radii of each level (the halves of a
+    map may be quadratic ones)."""
     steps = len(orbit) - 2
     bound = step_bounds(orbit, log2_r_esc)[1:1 + steps + 1]  # bound[i]: step i + 1
     reach = np.full(steps, np.inf)  # single steps pass no step of their own
@@ -188,8 +188,8 @@ def levels(orbit: np.ndarray, maps: list[Level], log2_c: float, eps: float, log2
                 return err_ok & _at_most(landing, lr, inner)
 
             # the search starts at the quadratic map's radius: a degree-4 map is only
-            # taken where it serves larger deltas (and radii stay below 2^4); it ends
-            # 24 octaves above (degree-4 radii come out 2^5 to 2^22 times the quadratic ones
+            # taken where it serves larger deltas (and radii stay below 2^4); it ends 24
+            # octaves above (degree-4 radii come out 2^5 to 2^22 times the quadratic ones
             # on the Seahorse's period-8007 orbit)
             known = np.isfinite(quad)
             lo = np.where(known, np.maximum(quad, -1100.0), -1100.0)
