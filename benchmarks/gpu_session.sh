@@ -3,7 +3,7 @@
 # Run from the repository root with pyopencl importable; logs and tables go to $OUT.
 # Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [steps]   steps: any of
 #   devices tests kernels quick ptx bench perturb skipping skipvariants farm scaling pipeline
-#   expmap samples zoomskip
+#   expmap samples zoomskip steprun
 #   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
@@ -47,6 +47,21 @@ for step in $steps; do
       FARM_TEST_DEVICES=gpu python3 -m pytest -q -p no:cacheprovider tests/test_skip.py \
         tests/test_bla.py 2>&1 | tail -3 | tee "$OUT/skipping_tests.txt"
       python3 benchmarks/skipping.py --json 2>&1 | tee "$OUT/skipping.txt" ;;
+    steprun)
+      # escape_pixel's passes (a warp whose pixels diverge pays for both the skip and
+      # the step branch): variants, each a comma-separated list of build options and
+      # FARM_ knobs (STEPRUN_VARIANTS, space-separated; "-" is the default)
+      log "kernel variants (no exact check)"
+      python3 benchmarks/skipping.py --no-check --frames seahorse > /dev/null 2>&1  # warm-up
+      for v in ${STEPRUN_VARIANTS:--}; do
+        opts=() knobs=()
+        for item in ${v//,/ }; do
+          case $item in -) ;; FARM_*=*) knobs+=("$item") ;; *) opts+=("$item") ;; esac
+        done
+        echo "-- ${knobs[*]} ${opts[*]}"
+        env "${knobs[@]}" FARM_CL_OPTIONS="${opts[*]}" python3 benchmarks/skipping.py --no-check 2>&1 \
+          | grep -E "^(seahorse|minibrot) .* farm"
+      done 2>&1 | tee "$OUT/steprun.txt" ;;
     skipvariants)
       # the open questions of issue 14 on a GPU (BENCHMARKS.md, "Skipping: what is left"):
       # the shortest skip taken (fewer, longer skips diverge less within a warp), looser

@@ -72,12 +72,15 @@ class LaunchConfig:
         high = os.environ.get("FARM_SKIP_DEGREE", "") != "2"
         helpers = os.environ.get("FARM_PREP_PROCESSES", "")
         level = os.environ.get("FARM_MIN_SKIP_LEVEL", "")
+        groups = os.environ.get("FARM_GROUPS_PER_UNIT", "")
         if info.kind == "GPU":  # the best of the sweep in BENCHMARKS.md (H200)
             cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                      else os.cpu_count() or 1)
-            return cls(local_size=256, groups_per_unit=32, min_skip_level=int(level or 3),
+            return cls(local_size=256, groups_per_unit=int(groups or 32),
+                       min_skip_level=int(level or 3),
                        interior=False, high_degree=high,
                        prep_processes=int(helpers or min(2, cores - 1)))
         lanes = int(os.environ.get("FARM_PERTURB_LANES", "") or 8)
-        return cls(local_size=64, groups_per_unit=4, lanes=lanes, min_skip_level=int(level or 5),
+        return cls(local_size=64, groups_per_unit=int(groups or 4), lanes=lanes,
+                   min_skip_level=int(level or 5),
                    high_degree=high, prep_processes=int(helpers or 0))
