@@ -220,6 +220,34 @@ void sample_done(struct sample_sink *o, uint q, uint n, double2 z, double2 c, do
     hist_count(o->lh, o->nlocal, o->hist, n);
 }
 
+/* The tile pixel that the p-th work slot takes: p itself (row-major), or, built with
+ * -DPIXEL_BLOCKS, the tile read in blocks of 8 columns by 4 rows (bands of 4 rows, each
+ * read block by block, left to right; narrower blocks at the right edge, a lower band
+ * at the bottom): the 32 work-items of a warp then take pixels 8 x 4 rather than 32 x 1,
+ * whose costs differ less (a warp waits for its slowest pixel). A bijection of 0 ..
+ * npix - 1. */
+inline uint pixel_slot(uint p, uint tw, uint npix)
+{
+#ifdef PIXEL_BLOCKS
+    const uint band = p / (4u * tw), i = p - band * 4u * tw;
+    const uint bh = min(4u, npix / tw - 4u * band); /* the band's rows */
+    const uint full = (tw / 8u) * 8u * bh;          /* its pixels in blocks 8 wide */
+    uint col, row;
+    if (i < full) {
+        const uint c = i / (8u * bh), j = i - c * 8u * bh;
+        col = 8u * c + j % 8u;
+        row = j / 8u;
+    } else {
+        const uint cw = tw % 8u, r = i - full;
+        col = tw - cw + r % cw;
+        row = r / cw;
+    }
+    return (4u * band + row) * tw + col;
+#else
+    return p;
+#endif
+}
+
 __kernel void mandel(FORMAT_ARGS, const uint tw, const uint npix, const uint max_iter,
                      __global uint *iters, __global float *frac DIST_ARG SAMPLE_ARGS,
                      __global hist_t *hist)
@@ -249,8 +277,9 @@ __kernel void mandel(FORMAT_ARGS, const uint tw, const uint npix, const uint max
      * (perturb_lanes.cl) */
     escape_lanes(FORMAT_ARG_NAMES, get_global_id(0), G, npix * SAMPLES, tw, max_iter, &sink);
 #else
-    for (uint q = get_global_id(0); q < npix * SAMPLES; q += G) {
-        const uint p = q / SAMPLES, k = q - p * SAMPLES;
+    for (uint g = get_global_id(0); g < npix * SAMPLES; g += G) {
+        const uint slot = g / SAMPLES, k = g - slot * SAMPLES;
+        const uint p = pixel_slot(slot, tw, npix), q = p * SAMPLES + k;
         const uint row = p / tw, col = p - row * tw;
         double2 z = (double2)(0.0, 0.0), c, w = (double2)(0.0, 0.0);
         const uint n = escape_sample(FORMAT_ARG_NAMES, col, row, k, max_iter, &z, &c, &w);

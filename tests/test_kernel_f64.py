@@ -53,9 +53,13 @@ def test_orientation(cl_device):
     assert (it[-1] == 0).sum() > 5
 
 
-@pytest.mark.parametrize("config", [LaunchConfig(8, 1), LaunchConfig(16, 2), LaunchConfig(64, 64)])
+@pytest.mark.parametrize("config", [LaunchConfig(8, 1), LaunchConfig(16, 2), LaunchConfig(64, 64),
+                                    LaunchConfig(8, 1, pixel_blocks=True),
+                                    LaunchConfig(64, 64, pixel_blocks=True)])
 def test_interleaving_does_not_change_results(cl_device, config):
-    """Work-item g of G takes pixels g, g+G, ...: any G gives the same image."""
+    """Work-item g of G takes pixels g, g+G, ... (in 8 x 4 blocks with pixel_blocks, here
+    with narrower blocks at the right edge and a band of 3 rows at the bottom): any G
+    and either order give the same image."""
     plan = make_plan(make_spec(size=(37, 23), center=("-0.75", "0.1"), width=("2.9", "2.9"),
                                max_iter=250, tile=(37, 23)))
     base_it, base_fr = render_frame(cl_device, plan)

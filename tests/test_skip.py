@@ -105,6 +105,19 @@ def test_lanes_give_the_one_pixel_loop_bitwise(cl_device, view):
     assert (gpu_like == one).mean() >= 0.99
 
 
+@pytest.mark.parametrize("view", [MINI, SEAHORSE_GRID], ids=["minibrot-8007", "seahorse-1e-22"])
+def test_gpu_loop_in_pixel_blocks_changes_nothing(cl_device, view):
+    """The GPU's loop (one pixel a work-item, skips from 8 steps, rounds of steps and
+    skips) with its pixels taken in 8 x 4 blocks (the Seahorse view's 18 rows end in
+    a band of 2) gives the counts, offsets and loop passes of row order, bitwise."""
+    gpu = dict(lanes=1, min_skip_level=3, interior=False)
+    rows = render(cl_device, view, LaunchConfig(64, 4, 2048, **gpu), count_steps=True)
+    blocks = render(cl_device, view, LaunchConfig(64, 4, 2048, pixel_blocks=True, **gpu),
+                    count_steps=True)
+    assert all(np.array_equal(a, b) for a, b in zip(rows, blocks))
+    assert rows[2] is not None and rows[2].min() >= 1
+
+
 def test_lanes_with_odd_tiles_and_idle_lanes(cl_device):
     """Fewer pixels than lanes for some work-items, a tile narrower than a vector."""
     plan = make_plan(make_spec(size=(13, 9), center=NUCLEUS_8007, width=("5e-32", "5e-32"),

@@ -44,6 +44,14 @@ class LaunchConfig:
     degree 3 cut the kernel time of the 1080p Seahorse frame from 25.4 to 15.5 ms).
     FARM_SKIP_DEGREE=2 keeps the tables quadratic (a developer knob).
 
+    ``pixel_blocks``: a warp's 32 work-items take a block of 8 x 4 pixels of the tile
+    rather than 32 pixels of one row (kernels/mandel.cl, -DPIXEL_BLOCKS): their costs
+    differ less, and a warp waits for its slowest pixel. GPUs only (a CPU's work-items
+    run one after another, or 8 at a time in vectors along a row); on an H200 the
+    1080p Seahorse frame ran at 2190-2215 Giter/s with blocks and 2021-2045 without
+    (BENCHMARKS.md, "Pixel blocks"). FARM_PIXEL_BLOCKS=0 turns them off (a developer
+    knob).
+
     ``prep_processes``: frames are prepared (farm/compute/prep.py) in that many helper
     processes, or on a thread when 0. GPUs: 2 (on a thread, the GPU waited for the
     tables, and one helper builds a table in about the time an H200 renders the 1080p
@@ -61,6 +69,7 @@ class LaunchConfig:
     interior: bool = True
     high_degree: bool = True
     prep_processes: int = 0
+    pixel_blocks: bool = False
 
     def global_size(self, work_items: int, compute_units: int) -> int:
         """The global size of a launch that has ``work_items`` to do (see above)."""
@@ -79,7 +88,8 @@ class LaunchConfig:
             return cls(local_size=256, groups_per_unit=int(groups or 32),
                        min_skip_level=int(level or 3),
                        interior=False, high_degree=high,
-                       prep_processes=int(helpers or min(2, cores - 1)))
+                       prep_processes=int(helpers or min(2, cores - 1)),
+                       pixel_blocks=os.environ.get("FARM_PIXEL_BLOCKS", "") != "0")
         lanes = int(os.environ.get("FARM_PERTURB_LANES", "") or 8)
         return cls(local_size=64, groups_per_unit=int(groups or 4), lanes=lanes,
                    min_skip_level=int(level or 5),

@@ -155,6 +155,8 @@ class TileRenderer:
         self.ctx = cl.Context([device])
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.options = programs.device_options(device, self.config.local_bins) + channel_options(plan)
+        if self.config.pixel_blocks:
+            self.options += ("-DPIXEL_BLOCKS",)
         self.hist_dtype = np.int64 if "-DHIST64" in self.options else np.uint32
         self._kernels: dict[str, cl.Kernel] = {}
         self._slots = [self._new_slot() for _ in range(slots)]
