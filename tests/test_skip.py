@@ -106,16 +106,20 @@ def test_lanes_give_the_one_pixel_loop_bitwise(cl_device, view):
 
 
 @pytest.mark.parametrize("view", [MINI, SEAHORSE_GRID], ids=["minibrot-8007", "seahorse-1e-22"])
-def test_gpu_loop_in_pixel_blocks_changes_nothing(cl_device, view):
-    """The GPU's loop (one pixel a work-item, skips from 8 steps, rounds of steps and
-    skips) with its pixels taken in 8 x 4 blocks (the Seahorse view's 18 rows end in
-    a band of 2) gives the counts, offsets and loop passes of row order, bitwise."""
+def test_gpu_loop_in_pixel_blocks_and_rounds_changes_nothing(cl_device, view, monkeypatch):
+    """The GPU's loop (one pixel a work-item, skips from 8 steps, rounds of up to 2
+    skips and 8 steps) with its pixels taken in 8 x 4 blocks (the Seahorse view's 18
+    rows end in a band of 2) gives the counts, offsets and loop passes of row order,
+    bitwise; and so do rounds of one skip or one step (the loop before rounds)."""
     gpu = dict(lanes=1, min_skip_level=3, interior=False)
     rows = render(cl_device, view, LaunchConfig(64, 4, 2048, **gpu), count_steps=True)
     blocks = render(cl_device, view, LaunchConfig(64, 4, 2048, pixel_blocks=True, **gpu),
                     count_steps=True)
-    assert all(np.array_equal(a, b) for a, b in zip(rows, blocks))
+    assert all(np.array_equal(a, b) for a, b in zip(rows, blocks, strict=True))
     assert rows[2] is not None and rows[2].min() >= 1
+    monkeypatch.setenv("FARM_CL_OPTIONS", "-DSTEP_RUN=1 -DSKIP_RUN=1")
+    single = render(cl_device, view, LaunchConfig(64, 4, 2048, **gpu), count_steps=True)
+    assert all(np.array_equal(a, b) for a, b in zip(rows, single, strict=True))
 
 
 def test_lanes_with_odd_tiles_and_idle_lanes(cl_device):
