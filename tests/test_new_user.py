@@ -237,3 +237,70 @@ def test_auto_iterations_cover_a_few_periods_of_a_nucleus_reference(tmp_path):
         for k in (5, 6, 7):  # auto gave them 4421 to 7133 iterations: all interior
             counts = f["iterations"][k][...]
             assert (counts > 0).mean() > 0.9 and (counts > 7133).mean() > 0.7
+
+
+NUCLEUS_8007 = ("-0.74364388703715870475219150611477977821525620794818128981688389",
+                "0.13182590420531197049313205638514067897295227932891896620912772")
+
+
+def test_copy_scale_of_a_nucleus_against_mpmath():
+    """log2 |lambda' beta| (the scale of the minibrot's own coordinates, beta = dz_p/dc)
+    from the double orbit, against the derivative iterated in mpmath at the nucleus."""
+    import mpmath
+
+    from farm.plan import make_plan
+    from farm.plan.references import log2_copy_scale
+    from farm.spec import parse_text
+
+    spec = parse_text(textwrap.dedent(f"""
+        [view]
+        center = ["{NUCLEUS_8007[0]}", "{NUCLEUS_8007[1]}"]
+        width = ["1e-30", "1e-30"]
+        [image]
+        size = [32, 18]
+        [animation]
+        frames = 1
+        """))
+    refs = make_plan(spec).references()
+    ref = refs.refs[refs.frame_ref[0]]
+    assert ref.kind == "nucleus" and ref.period == 8007
+    with mpmath.workprec(400):
+        c = mpmath.mpc(mpmath.mpf(ref.point.re), mpmath.mpf(ref.point.im))
+        z, dz, lam = mpmath.mpc(0), mpmath.mpc(0), mpmath.mpc(1)
+        for n in range(ref.period):
+            if n >= 1:
+                lam *= 2 * z
+            z, dz = z * z + c, 2 * z * dz + 1
+        want = float(mpmath.log(abs(lam * dz), 2))
+    assert abs(ref.log2_scale - float(mpmath.log(abs(lam), 2))) < 1e-6
+    assert abs(log2_copy_scale(ref) - want) < 1e-3
+
+
+def test_auto_iterations_show_a_zoom_that_ends_at_a_minibrot(tmp_path):
+    """A zoom with every optional key left out that ends centred on the period-8007
+    nucleus at width 2e-31 (about ten times the minibrot): with 4 periods, every pixel
+    of its last frame came out interior (a black frame, 1280x720). ``max = "auto"`` now
+    gives frames more periods the closer they show the minibrot (farm/plan/references.py,
+    auto_periods), and nearly every pixel of that frame escapes."""
+    import json
+
+    job = tmp_path / "mini.toml"
+    job.write_text(textwrap.dedent(f"""
+        [view]
+        center = ["{NUCLEUS_8007[0]}", "{NUCLEUS_8007[1]}"]
+        width = ["1e-27", "2e-31"]
+        [image]
+        size = [64, 36]
+        [animation]
+        frames = 3
+        """))
+    shown = run_farm("validate", str(job), "--json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    limits = json.loads(shown.stdout)["max_iter"]
+    assert 4 * 8007 < limits[0] < limits[1] < limits[2] and 10 * 8007 < limits[2] < 20 * 8007
+    result = run_farm("render", str(job), "--no-video", "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    with h5py.File(tmp_path / "renders" / "mini.h5") as f:
+        counts = f["iterations"][2][...]
+        assert list(f["frames"]["max_iter"]) == limits
+    assert (counts > 0).mean() > 0.97 and (counts > 4 * 8007).mean() > 0.5

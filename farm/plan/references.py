@@ -210,21 +210,77 @@ def fate_of(plan) -> Fate:
 AUTO_PERIODS = 4  # max = "auto": at least this many periods of a frame's nucleus reference
 
 
+def log2_copy_scale(ref: Reference) -> float:
+    """log2 |lambda' beta| of a nucleus reference: near the minibrot one period takes a
+    pixel c to w -> w^2 + c' with c' = lambda' beta (c - nucleus), beta = dz_p/dc at
+    the nucleus, so this scales c - nucleus to the minibrot's own coordinates (where
+    it is a copy of the whole set, of radius about 2). beta = lambda' sum_{k=0}^{p-1}
+    1 / prod_{j=1}^{k} 2 Z(j) (the derivative's recurrence b <- 2 Z b + 1 unrolled),
+    summed with logarithms: an estimate in doubles at any depth."""
+    z = ref.orbit[1:ref.period, 0] + 1j * ref.orbit[1:ref.period, 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.concatenate([[0.0], -np.cumsum(np.log(2.0 * z))])  # -log prod_{j<=k} 2 Z(j)
+        top = logs.real.max()
+        total = abs(np.exp(logs - top).sum())
+    if not (math.isfinite(top) and total > 0):  # a Z(j) = 0 in doubles: lambda' alone
+        return 2.0 * ref.log2_scale
+    return 2.0 * ref.log2_scale + (top + math.log(total)) / math.log(2.0)
+
+
+def auto_periods(log2_lam: float, log2_reach: float) -> float:
+    """Periods of iterations that ``max = "auto"`` gives a frame whose farthest pixel
+    lies 2^log2_reach from the nucleus in the minibrot's own coordinates (log2_lam:
+    log2 |lambda'|).
+
+    A pixel at c' (|c'| > 2) leaves the minibrot's neighbourhood when its w = lambda' z
+    reaches about lambda', and each period squares w: about 1 + log2(log2|lambda'| /
+    log2|c'|) periods. Pixels near the minibrot's edge take more, as the whole set's
+    edge takes many iterations: a term 64 / log2(reach)^2 gives frames that show the
+    minibrot more. Measured around the period-8007 nucleus near the Seahorse centre
+    (log2 lambda' = 50.3; frames of 192x108 centred on it at widths 1e-26 to 2e-31,
+    max 60 p), the escaping pixels' counts, in periods, at reach 2^19.3, 2^12.6,
+    2^9.3, 2^6.0 and 2^3.7 (a half diagonal): 99th percentile 2.4, 3.3, 4.2, 5.3 and
+    8.2, 99.9th 2.9, 3.8, 4.8, 7.1 and 23; this gives 5.2, 6.4, 7.4, 9.4 and 13.4 (at
+    least AUTO_PERIODS; a reach below 2 counts as 2). At width 5e-32 (reach 2^1.7, the
+    minibrot a fifth of the frame's width) it gives 32; benchmarks/skipping.py takes
+    25 there, where 9.9% of the 1080p frame stays interior (a copy of the set at that
+    scale would cover about 8.6%: its edge takes more still)."""
+    reach = max(log2_reach, 1.0)
+    ratio = max(log2_lam, 1.0) / reach
+    if ratio <= 1:
+        return float(AUTO_PERIODS)
+    return max(float(AUTO_PERIODS), 3.0 + 1.5 * math.log2(ratio) + 64.0 / reach**2)
+
+
 def with_period_limits(plan, refs: References | None):
-    """The plan with ``max = "auto"`` raised to 4 p iterations in each frame whose
-    reference is a nucleus of period p (the same plan object where nothing is raised).
+    """The plan with ``max = "auto"`` raised to enough periods (``auto_periods``) in
+    each frame whose reference is a nucleus of period p (the same plan object where
+    nothing is raised).
 
     Near a minibrot of period p a pixel follows the nucleus' orbit for about a period
     before it escapes, so its count exceeds p whatever the depth formula says. Measured
     at the Seahorse centre (a zoom from width 3 to 1e-22, 320x180, max 80000): at
     frames 6 and 7 (period 8007) counts from 1.01 p to 2.8 p, median 1.03 p and 1.26 p;
     auto gave 6400 and 7133, under p, and every pixel came out interior (black); at
-    frame 5 (period 8007, around the minibrot) 99% of the counts below 4.4 p."""
+    frame 5 (period 8007, around the minibrot) 99% of the counts below 4.4 p. A zoom
+    that ends near the minibrot needs more: centred on that nucleus at width 2e-31
+    (about ten minibrot sizes), 4 p left every pixel of a 1280x720 frame black."""
     if refs is None or plan.layout is not None or plan.spec.iterations.max != "auto":
         return plan
+    w, h = plan.spec.size
+    center = plan.spec.view.center
     frames = list(plan.frames)
+    scales: dict[int, float] = {}
     for i, k in enumerate(refs.frame_ref):
-        need = AUTO_PERIODS * refs.refs[k].period if k >= 0 else 0
+        if k < 0 or refs.refs[k].period == 0:
+            continue
+        ref = refs.refs[k]
+        if k not in scales:
+            scales[k] = log2_copy_scale(ref)
+        half_diagonal = frames[i].log10_spacing * math.log2(10) + math.log2(math.hypot(w, h) / 2)
+        offset = per.log2_distance(ref.point, center)  # the centre's from the nucleus
+        reach = scales[k] + float(np.logaddexp2(half_diagonal, offset))
+        need = math.ceil(auto_periods(ref.log2_scale, reach) * ref.period)
         if frames[i].max_iter < need:
             frames[i] = replace(frames[i], max_iter=need)
     return plan if frames == list(plan.frames) else replace(plan, frames=tuple(frames))
