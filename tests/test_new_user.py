@@ -206,18 +206,28 @@ def test_one_cpu_device_is_a_candidate_the_first_that_compiles(monkeypatch):
         devmod._usable(devs)
 
 
+def _validate_and_render(tmp_path: Path, name: str, job_text: str) -> tuple[list[int], Path]:
+    """Write the job ``name``.toml, run ``farm validate --json`` and ``farm render
+    --no-video`` on it (both must succeed): the frames' iteration limits validate
+    shows, and the store's path."""
+    import json
+
+    job = tmp_path / f"{name}.toml"
+    job.write_text(textwrap.dedent(job_text))
+    shown = run_farm("validate", str(job), "--json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    result = run_farm("render", str(job), "--no-video", "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return json.loads(shown.stdout)["max_iter"], tmp_path / "renders" / f"{name}.h5"
+
+
 def test_auto_iterations_cover_a_few_periods_of_a_nucleus_reference(tmp_path):
     """A zoom with every optional key left out to the Seahorse centre at 1e-22: the
     depth formula gives its last frames fewer iterations than the period-8007 nucleus
     they are referred to, and every pixel came out interior (a black frame). ``max =
     "auto"`` now gives such frames 4 periods, which `farm validate` shows; the frames
     render with escaping pixels (frames 6 and 7: all of them, most above a period)."""
-    import json
-
-    import h5py
-
-    job = tmp_path / "deep.toml"
-    job.write_text(textwrap.dedent("""
+    limits, store = _validate_and_render(tmp_path, "deep", """
         [view]
         center = ["-0.743643887037158704752191506114774", "0.131825904205311970493132056385139"]
         width = ["3", "1e-22"]
@@ -225,14 +235,9 @@ def test_auto_iterations_cover_a_few_periods_of_a_nucleus_reference(tmp_path):
         size = [64, 36]
         [animation]
         frames = 8
-        """))
-    shown = run_farm("validate", str(job), "--json", cwd=tmp_path)
-    assert shown.returncode == 0, shown.stderr
-    limits = json.loads(shown.stdout)["max_iter"]
+        """)
     assert limits[-3:] == [4 * 8007] * 3 and limits[0] < 8007
-    result = run_farm("render", str(job), "--no-video", "--quiet", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    with h5py.File(tmp_path / "renders" / "deep.h5") as f:
+    with h5py.File(store) as f:
         assert list(f["frames"]["max_iter"][-3:]) == [4 * 8007] * 3
         for k in (5, 6, 7):  # auto gave them 4421 to 7133 iterations: all interior
             counts = f["iterations"][k][...]
@@ -282,10 +287,7 @@ def test_auto_iterations_show_a_zoom_that_ends_at_a_minibrot(tmp_path):
     of its last frame came out interior (a black frame, 1280x720). ``max = "auto"`` now
     gives frames more periods the closer they show the minibrot (farm/plan/references.py,
     auto_periods), and nearly every pixel of that frame escapes."""
-    import json
-
-    job = tmp_path / "mini.toml"
-    job.write_text(textwrap.dedent(f"""
+    limits, store = _validate_and_render(tmp_path, "mini", f"""
         [view]
         center = ["{NUCLEUS_8007[0]}", "{NUCLEUS_8007[1]}"]
         width = ["1e-27", "2e-31"]
@@ -293,14 +295,9 @@ def test_auto_iterations_show_a_zoom_that_ends_at_a_minibrot(tmp_path):
         size = [64, 36]
         [animation]
         frames = 3
-        """))
-    shown = run_farm("validate", str(job), "--json", cwd=tmp_path)
-    assert shown.returncode == 0, shown.stderr
-    limits = json.loads(shown.stdout)["max_iter"]
+        """)
     assert 4 * 8007 < limits[0] < limits[1] < limits[2] and 10 * 8007 < limits[2] < 20 * 8007
-    result = run_farm("render", str(job), "--no-video", "--quiet", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    with h5py.File(tmp_path / "renders" / "mini.h5") as f:
+    with h5py.File(store) as f:
         counts = f["iterations"][2][...]
         assert list(f["frames"]["max_iter"]) == limits
     assert (counts > 0).mean() > 0.97 and (counts > 4 * 8007).mean() > 0.5
