@@ -169,17 +169,15 @@ inline double2 pixel_offset(OFFSET_ARGS, uint col, uint row, uint k, int *e)
 #define STEPS_ARG_NAMES , steps_out, steps_tw
 #define STEPS_DECL uint steps = 0
 #define COUNT_STEP() (++steps)
-#define STORE_STEPS(col, row) (steps_out[(row) * steps_tw + (col)] = steps)
 #define COUNT_PASS(s) (++(s)->passes)
-#define STORE_PASSES(col, row, s) (steps_out[(row) * steps_tw + (col)] = (s).passes)
+#define STORE_STEPS(col, row, count) (steps_out[(row) * steps_tw + (col)] = (count))
 #else
 #define STEPS_ARGS
 #define STEPS_ARG_NAMES
 #define STEPS_DECL
 #define COUNT_STEP()
-#define STORE_STEPS(col, row)
 #define COUNT_PASS(s)
-#define STORE_PASSES(col, row, s)
+#define STORE_STEPS(col, row, count)
 #endif
 
 /* ------------------------------------------------------------------ skip tables */
@@ -552,7 +550,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
     int end;
     while (!(end = pixel_round(FORMAT_ARG_NAMES, &s, max_iter, ds, z)))
         ;
-    STORE_PASSES(col, row, s);
+    STORE_STEPS(col, row, s.passes);
     *w = s.w;
     return end == 1 ? s.n : 0;
 }
@@ -726,7 +724,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
         if (mag > r2) {
             *z = (double2)(zr, zi);
             *dz = w.e > 2000 ? (double2)(INFINITY, INFINITY) : fx_to_double(w);
-            STORE_STEPS(col, row);
+            STORE_STEPS(col, row, steps);
             return n;
         }
         if (m == orbit_len - 1) {
@@ -734,7 +732,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
             d = fx_add(d, fx_norm(Z, 0));
 #ifndef PERTURB_NO_INTERIOR
             if ((lam.x != 0.0 || lam.y != 0.0) && wrap_interior(&wraps, fx_mini_w(d, lam, lam_e))) {
-                STORE_STEPS(col, row);
+                STORE_STEPS(col, row, steps);
                 return 0;
             }
 #endif
@@ -747,7 +745,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
 #endif
         }
     }
-    STORE_STEPS(col, row);
+    STORE_STEPS(col, row, steps);
     return 0;
 }
 

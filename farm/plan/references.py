@@ -270,16 +270,17 @@ def with_period_limits(plan, refs: References | None):
     w, h = plan.spec.size
     center = plan.spec.view.center
     frames = list(plan.frames)
-    scales: dict[int, float] = {}
+    # per nucleus: log2 of its copy scale, and of the view centre's distance from it
+    known: dict[int, tuple[float, float]] = {}
     for i, k in enumerate(refs.frame_ref):
         if k < 0 or refs.refs[k].period == 0:
             continue
         ref = refs.refs[k]
-        if k not in scales:
-            scales[k] = log2_copy_scale(ref)
+        if k not in known:
+            known[k] = (log2_copy_scale(ref), per.log2_distance(ref.point, center))
+        scale, offset = known[k]
         half_diagonal = frames[i].log10_spacing * math.log2(10) + math.log2(math.hypot(w, h) / 2)
-        offset = per.log2_distance(ref.point, center)  # the centre's from the nucleus
-        reach = scales[k] + float(np.logaddexp2(half_diagonal, offset))
+        reach = scale + float(np.logaddexp2(half_diagonal, offset))
         need = math.ceil(auto_periods(ref.log2_scale, reach) * ref.period)
         if frames[i].max_iter < need:
             frames[i] = replace(frames[i], max_iter=need)
