@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""The data path measured as a user waits for it: render, store, video, and plain ffmpeg.
+
+    python3 benchmarks/datapath.py [--jobs A.toml,B.toml] [--steps render,video,ffmpeg,encode,disk]
+                                   [--baseline DIR] [--ks 1,2,4,8] [--work DIR]
+
+For each job (default: the 360-frame 1080p minibrot zoom and the heavy 1080p Seahorse
+zoom), the steps asked for:
+
+* ``render``  ``farm render --no-video`` from scratch: the whole command's seconds, its
+  timeline (start-up, render phase, the kernels' device time, writer, packing), and the
+  store's size: apparent (``ls``) and on disk (``du``).
+* ``video``   ``farm render`` with the video: the whole command, and the video's tail
+  after the last tile.
+* ``base``    both of the above with the farm in ``--baseline DIR`` (a checkout of the
+  version before, run from its own root), on the same machine in the same run.
+* ``ffmpeg``  the best plain ffmpeg: the job's frames, coloured by the farm, as raw
+  RGB in memory (/dev/shm), encoded by K ffmpeg processes at once, each a contiguous
+  part, with the job's codec, CRF and preset; seconds for each K in ``--ks``.
+* ``encode``  ``farm encode`` of the finished store in K segments (FARM_ENCODE_SEGMENTS)
+  for each K, and with the farm's default.
+* ``disk``    the store's file system writing 2 GB sequentially with direct I/O (dd).
+
+Prints a table per job; everything goes to ``$OUT/datapath.json`` when OUT is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+JOBS = [ROOT / "benchmarks/jobs/minibrot_1080p.toml", ROOT / "benchmarks/jobs/heavy_1080p.toml"]
+
+
+def run(cmd: list[str], cwd: Path = ROOT, env: dict | None = None) -> tuple[float, str]:
+    """(wall seconds, stderr) of a command that must succeed."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return wall, proc.stderr
+
+
+def farm(root: Path) -> list[str]:
+    return [sys.executable, "-m", "farm"]
+
+
+def store_status(store: Path, root: Path = ROOT) -> dict:
+    out = subprocess.run([*farm(root), "status", str(store), "--json"], cwd=root, capture_output=True,
+                         text=True, check=True).stdout
+    return json.loads(out)
+
+
+def sizes(store: Path) -> dict:
+    st = store.stat()
+    return {"apparent_bytes": st.st_size, "disk_bytes": st.st_blocks * 512}
+
+
+def phases(run_row: dict) -> dict:
+    """The timeline's phases (farm/timeline.py) from a status' run.timeline."""
+    t = run_row["timeline"]
+    start = t["process_started"]
+    first = t["started"]
+    out = {"startup_s": first - start - t.get("reference_s", 0.0), "reference_s": t.get("reference_s", 0.0),
+           "render_phase_s": t["render_ended"] - first, "gpu_s": t["gpu_s"],
+           "writer_busy_s": t["writer_busy"], "send_s": t.get("send_s", 0.0)}
+    if t.get("video_ended", 0) > 0:
+        out["video_tail_s"] = t["video_ended"] - t["render_ended"]
+    for key in ("pack_s", "prep_s", "idle_s"):
+        if key in t:
+            out[key] = t[key]
+    return out
+
+
+def render_steps(job: Path, work: Path, root: Path, tag: str, video: bool) -> dict:
+    store, mp4 = work / f"{job.stem}-{tag}.h5", work / f"{job.stem}-{tag}.mp4"
+    args = ["render", str(job), "--store", str(store), "--restart", "--quiet"]
+    args += ["--video", str(mp4)] if video else ["--no-video"]
+    for p in (store, mp4):
+        p.unlink(missing_ok=True)
+    wall, _ = run([*farm(root), *args], cwd=root)
+    row = {"wall_s": wall, **sizes(store), **phases(store_status(store, root)["run"])}
+    if video:
+        row["video_bytes"] = mp4.stat().st_size
+    return row
+
+
+class RawOutput:
+    """An ordered output that appends each frame's RGB bytes to a file."""
+
+    ordered = True
+
+    def __init__(self, path: Path, width: int, height: int):
+        self.path, self.w, self.h = path, width - width % 2, height - height % 2
+        self.fh = open(path, "wb")  # noqa: SIM115
+
+    def prepare(self) -> None:
+        pass
+
+    def write(self, f: int, rgb) -> None:
+        import numpy as np
+
+        self.fh.write(np.ascontiguousarray(rgb[:self.h, :self.w]).data)
+
+    def close(self) -> Path:
+        self.fh.close()
+        return self.path
+
+    def abort(self) -> None:
+        self.fh.close()
+
+
+def raw_frames(store: Path, shm: Path) -> tuple[Path, int, int, int, dict]:
+    """The store's frames coloured as the farm colours them, as one raw RGB file."""
+    from farm.color.methods import Style
+    from farm.encode.sink import FrameSink
+    from farm.store.reader import Store
+
+    with Store(store) as s:
+        spec, frames = s.spec, s.frames
+    w, h = spec.size
+    out = RawOutput(shm / f"{store.stem}.rgb", w, h)
+    sink = FrameSink(store, out, Style.from_settings(spec.color), spec.color.smoothing)
+    for f in range(frames):
+        sink.frame_complete(f)
+    path = sink.finish()
+    return path, frames, out.w, out.h, {"crf": spec.output.crf, "preset": spec.output.preset,
+                                        "fps": spec.animation.fps}
+
+
+def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int, work: Path) -> float:
+    """Seconds for k ffmpeg processes to encode k contiguous parts of the raw frames."""
+    from farm.encode.ffmpeg import ffmpeg_binary
+
+    size = w * h * 3
+    cuts = [frames * i // k for i in range(k + 1)]
+    procs = []
+    t0 = time.perf_counter()
+    for i in range(k):
+        n = cuts[i + 1] - cuts[i]
+        cmd = [ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24",
+               "-s", f"{w}x{h}", "-framerate", str(settings["fps"]), "-i", "pipe:",
+               "-c:v", "libx264", "-preset", settings["preset"], "-crf", str(settings["crf"]),
+               "-pix_fmt", "yuv420p", "-f", "mp4", "-y", str(work / f"plain{i}.mp4")]
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE)
+        procs.append((proc, cuts[i] * size, n * size))
+    import threading
+
+    def feed(proc, offset, nbytes):
+        with open(raw, "rb") as fh:
+            fh.seek(offset)
+            left = nbytes
+            while left:
+                chunk = fh.read(min(left, size * 4))
+                proc.stdin.write(chunk)
+                left -= len(chunk)
+        proc.stdin.close()
+
+    feeders = [threading.Thread(target=feed, args=p) for p in procs]
+    for t in feeders:
+        t.start()
+    for t in feeders:
+        t.join()
+    for proc, _, _ in procs:
+        if proc.wait() != 0:
+            raise SystemExit("plain ffmpeg failed")
+    return time.perf_counter() - t0
+
+
+def disk_speed(folder: Path) -> float:
+    """MB/s of a 2 GB sequential write with direct I/O (dd), into ``folder``."""
+    target = folder / "dd.bin"
+    cmd = ["dd", "if=/dev/zero", f"of={target}", "bs=16M", "count=128", "oflag=direct", "conv=fsync"]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True)
+    mb_s = 128 * 16 * 1.048576 / (time.perf_counter() - t0)
+    target.unlink()
+    return mb_s
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--jobs", default=",".join(str(j) for j in JOBS))
+    ap.add_argument("--steps", default="render,video,ffmpeg,encode,disk")
+    ap.add_argument("--baseline", type=Path, help="a checkout of the version to compare with")
+    ap.add_argument("--ks", default="1,2,4,8", help="processes / segments to try")
+    ap.add_argument("--work", type=Path)
+    args = ap.parse_args()
+    steps = args.steps.split(",")
+    ks = [int(k) for k in args.ks.split(",")]
+    work = args.work or Path(tempfile.mkdtemp(prefix="farm-datapath-"))
+    work.mkdir(parents=True, exist_ok=True)
+    shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else work
+    results: dict = {"device": os.environ.get("FARM_BENCH_DEVICE", ""), "jobs": {}}
+    if "disk" in steps:
+        results["disk_mb_s"] = disk_speed(work)
+        print(f"disk: {results['disk_mb_s']:.0f} MB/s sequential, direct I/O", flush=True)
+    for job in (Path(j).resolve() for j in args.jobs.split(",")):
+        row: dict = {}
+        results["jobs"][job.stem] = row
+        for tag, root in (("new", ROOT), ("base", args.baseline)):
+            if root is None or (tag == "base" and "base" not in steps):
+                continue
+            if "render" in steps:
+                row[f"{tag}_render"] = render_steps(job, work, root, tag, video=False)
+                print(f"{job.stem} {tag} render: {json.dumps(row[f'{tag}_render'])}", flush=True)
+            if "video" in steps:
+                row[f"{tag}_video"] = render_steps(job, work, root, tag, video=True)
+                print(f"{job.stem} {tag} video: {json.dumps(row[f'{tag}_video'])}", flush=True)
+        store = work / f"{job.stem}-new.h5"
+        if "ffmpeg" in steps and store.exists():
+            raw, frames, w, h, settings = raw_frames(store, shm)
+            row["plain_ffmpeg_s"] = {k: plain_ffmpeg(raw, frames, w, h, settings, k, work) for k in ks}
+            raw.unlink()
+            print(f"{job.stem} plain ffmpeg ({frames} frames): {row['plain_ffmpeg_s']}", flush=True)
+        if "encode" in steps and store.exists():
+            row["encode_s"] = {}
+            for k in [0, *ks]:
+                env = {"FARM_ENCODE_SEGMENTS": str(k)} if k else {}
+                wall, _ = run([*farm(ROOT), "encode", str(store), "--video", str(work / "enc.mp4")], env=env)
+                row["encode_s"][k or "default"] = wall
+            print(f"{job.stem} farm encode: {row['encode_s']}", flush=True)
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "datapath.json").write_text(json.dumps(results, indent=1))
+    print(json.dumps(results, indent=1))
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
