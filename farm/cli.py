@@ -216,10 +216,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from farm.plan import make_plan, structure
     from farm.plan.references import with_period_limits
     from farm.report import plan_info, plan_summary
+    from farm.store import layout
 
     job = specmod.load(args.job)
     plan = make_plan(job)
     specmod.check_writable(job.output.store, "output.store")
+    layout.check_ours(job.output.store, "output.store")  # render would refuse to touch it
     specmod.check_writable(job.output.video, "output.video")
     Style.from_settings(job.color)  # a gradient file that cannot be read or parsed
     device = _estimate_device(args.device)

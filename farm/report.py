@@ -41,10 +41,21 @@ def _storage_lines(plan: Plan) -> list[str]:
     from farm.store import layout, space
 
     path = Path(plan.spec.output.store)
-    size, free = layout.store_bytes(plan), space.free(path) + space.allocated(path)
+    codec = _codec(plan)
+    size, free = layout.store_bytes(plan, codec), space.free(path) + space.allocated(path)
     fits = "" if size <= free else "  -- does not fit: `farm render` will refuse it"
+    how = ""
+    if codec.compressed:
+        raw = layout.store_bytes(plan)
+        how = f" (zstd, estimated: {space.human(raw)} uncompressed)"
     return [f"store      {plan.spec.output.store}",
-            f"store size {space.human(size)} when complete ({space.human(free)} free there){fits}"]
+            f"store size {space.human(size)} when complete{how} ({space.human(free)} free there){fits}"]
+
+
+def _codec(plan: Plan):
+    from farm.store.codec import Codec
+
+    return Codec(plan.spec.output.compression, plan.spec.output.compression_level)
 
 
 def _time_line(plan: Plan, device: str | None) -> str:
@@ -141,7 +152,8 @@ def plan_info(plan: Plan, source: str, device: str | None = None,
         "pixel_ratio": plan.pixels / plan.frame_pixels,
         "work_bound_iterations": plan.work_bound(),
         "store": spec.output.store,
-        "store_bytes": layout.store_bytes(plan),
+        "store_bytes": layout.store_bytes(plan, _codec(plan)),
+        "store_bytes_raw": layout.store_bytes(plan),
         "device": device,
         "device_seconds_bound": rates.time_bound(_work_by_format(plan), device) if device else None,
         "video": spec.output.video,
@@ -302,7 +314,7 @@ def _mpi_bindings(comm, selector: str) -> list[str]:
     from farm.errors import FarmError
     from farm.schedule import transport
 
-    index, host = transport.node_worker_index(comm)
+    index, _, host = transport.node_worker_index(comm)
     rank = comm.Get_rank()
     if rank == 0:
         mine = f"rank {rank} on {host}: master (no device)"

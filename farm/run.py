@@ -33,8 +33,10 @@ from farm.progress import Progress
 from farm.report import timeline_lines
 from farm.schedule import transport
 from farm.schedule.master import STOP_SIGNALS, MasterOptions, MasterReport, run_master
+from farm.schedule.packer import Packer, pack_threads, usable_cores
 from farm.schedule.worker import run_worker
 from farm.store import layout, space
+from farm.store.codec import Codec
 from farm.store.lock import StoreLock
 from farm.store.reader import Store
 from farm.store.writer import StoreWriter
@@ -65,27 +67,30 @@ def _differences(a: specmod.JobSpec, b: specmod.JobSpec) -> list[str]:
 
 def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bool = True,
                   check_space: bool = True,
-                  timing: MasterTiming | None = None) -> tuple[Plan, References | None]:
+                  timing: MasterTiming | None = None) -> tuple[Plan, References | None, Codec]:
     """Create the store for ``spec``, or check that the existing one is for the same
-    job (then it resumes). ``restart`` replaces an existing store. Returns the plan and
-    the references of its perturbed frames (chosen once, kept in the store).
+    job (then it resumes). ``restart`` replaces an existing store this farm wrote.
+    Returns the plan, the references of its perturbed frames (chosen once, kept in the
+    store) and how the store encodes its chunks (the workers pack tiles so).
     With ``check_space``, a store its file system cannot hold is refused first;
     ``timing`` counts the seconds of the references."""
     specmod.check_writable(path, "output.store")
+    layout.check_ours(path, "output.store")
     if path.exists() and not restart:
         with Store(path) as old:
             diff = _differences(old.spec, spec)
             if not diff:
-                plan = old.plan()
+                plan, codec = old.plan(), old.codec
                 if check_space:
-                    space.check(path, layout.store_bytes(plan), "output.store")
-                return plan, old.references()
+                    space.check(path, layout.store_bytes(plan, codec), "output.store")
+                return plan, old.references(), codec
         raise StoreError(
             f"output.store: {path} holds a different job (differs in {', '.join(diff)}); "
             "use --restart to replace it, or --store to choose another path")
     plan = make_plan(spec)
+    codec = Codec(spec.output.compression, spec.output.compression_level)
     if check_space:
-        space.check(path, layout.store_bytes(plan), "output.store", replacing=restart)
+        space.check(path, layout.store_bytes(plan, codec), "output.store", replacing=restart)
     if path.exists():
         path.unlink()
     t0 = time.perf_counter()
@@ -94,10 +99,10 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
         timing.reference_s += time.perf_counter() - t0
     limited = with_period_limits(plan, refs)  # max = "auto": a few periods of a nucleus reference
     if check_space and limited is not plan:  # a longer histogram: the store grows
-        space.check(path, layout.store_bytes(limited), "output.store", replacing=restart)
+        space.check(path, layout.store_bytes(limited, codec), "output.store", replacing=restart)
     plan = limited
-    layout.create(path, plan, refs)
-    return plan, refs
+    layout.create(path, plan, refs, codec)
+    return plan, refs, codec
 
 
 def compute_reference(plan: Plan, progress: bool = True) -> References | None:
@@ -261,10 +266,11 @@ def _finish(report: MasterReport | None, session: _Session) -> int:
     return 0
 
 
-def _run_in_process(session: _Session, refs: References | None,
+def _run_in_process(session: _Session, refs: References | None, codec: Codec,
                     bound: list[tuple[DeviceInfo, Any]]) -> MasterReport | None:
     """The master in this thread, one worker thread per device (every GPU of the
-    machine: tiles reach the writer by reference, and no launcher starts processes)."""
+    machine: tiles reach the writer by reference, and no launcher starts processes),
+    and one packer whose threads pack every worker's tiles."""
     plan = session.plan
     for info, _ in bound:
         print(f"farm: rendering on {info.describe()}", file=sys.stderr)
@@ -275,20 +281,24 @@ def _run_in_process(session: _Session, refs: References | None,
     prep = FramePrep(plan, refs, threads=len(bound),
                      high_degree=all(c.high_degree for c in configs),
                      processes=max(c.prep_processes for c in configs) * len(bound))
+    packer = Packer(plan, codec, pack_threads(len(bound)))
     threads = []
     for rank, (info, device) in zip(ranks, bound, strict=True):
         def make(info: DeviceInfo = info, device: Any = device) -> TileRenderer:
             return TileRenderer(device, info, plan, references=refs, prep=prep)
         threads.append(threading.Thread(target=run_worker, name=f"farm-worker-{rank}", daemon=True,
-                                        args=(plan, make, link.link(rank))))
+                                        args=(plan, make, link.link(rank), packer)))
     for t in threads:
         t.start()
     try:
-        return _master_session(session, link, len(bound))
+        report = _master_session(session, link, len(bound))
+        session.timing.pack_s = packer.busy_s
+        return report
     finally:
         for rank, t in zip(ranks, threads, strict=True):
             link.release(rank)
             t.join(timeout=10)
+        packer.close()
         prep.close()
 
 
@@ -306,11 +316,11 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
     try:
         bound = bind_local(options.device, options.workers)  # before anything is written
         with StoreLock(store_path):
-            plan, refs = prepare_store(spec, store_path, options.restart, options.progress,
-                                       options.check_space, timing)
+            plan, refs, codec = prepare_store(spec, store_path, options.restart, options.progress,
+                                              options.check_space, timing)
             session = _Session(plan, store_path, options, timing,
                                _open_sink(sink, spec, store_path, video))
-            return _finish(_run_in_process(session, refs, bound), session)
+            return _finish(_run_in_process(session, refs, codec, bound), session)
     except BaseException:
         if sink is not None:
             sink.abort()
@@ -348,7 +358,7 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
 
     Before anything is written, every worker binds its device and the master hears
     of any that cannot (too many workers for the node's GPUs, a missing driver)."""
-    local_index, host = transport.node_worker_index(comm)
+    local_index, local_workers, host = transport.node_worker_index(comm)
     bound, problem = None, None
     if comm.Get_rank() != 0:
         try:
@@ -357,13 +367,13 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
             problem = (type(err).__name__, f"rank {comm.Get_rank()} on {host}: {err}")
     problems = [p for p in comm.gather(problem, root=0) or [] if p]
     if comm.Get_rank() != 0:
-        plan = comm.bcast(None, root=0)
+        plan, codec = comm.bcast(None, root=0)
         if plan is not None:
             refs = _bcast_references(comm, None)
             if bound is not None:
-                _mpi_worker(comm, plan, refs, bound)
+                _mpi_worker(comm, plan, refs, codec, bound, local_workers)
         return 0
-    plan, refs = None, None
+    plan, refs, codec = None, None, None
     held = contextlib.ExitStack()  # the store's lock, from the path check to the video
     try:
         if problems:
@@ -376,15 +386,15 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
         if sink is not None:
             held.callback(sink.abort)  # unless the render ends well: _master_session finishes it
         held.enter_context(StoreLock(store_path))
-        plan, refs = prepare_store(spec, store_path, options.restart, options.progress,
-                                   options.check_space, timing)
+        plan, refs, codec = prepare_store(spec, store_path, options.restart, options.progress,
+                                          options.check_space, timing)
         session = _Session(plan, store_path, options, timing,
                            _open_sink(sink, spec, store_path, video))
     except BaseException:
         held.close()
         raise
     finally:
-        comm.bcast(plan, root=0)  # None tells the workers to go home
+        comm.bcast((plan, codec), root=0)  # a None plan tells the workers to go home
     with held:
         _bcast_references(comm, refs)
         link = transport.MpiMaster(comm, plan.channels)
@@ -398,11 +408,17 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
         return _finish(report, session)
 
 
-def _mpi_worker(comm, plan: Plan, refs: References | None, bound: tuple[DeviceInfo, Any]) -> None:
-    """A worker rank. Launchers (mpiexec, srun) pass stop signals to every rank: workers
-    ignore them and stop when the master, which collects the tiles in flight, says so."""
+def _mpi_worker(comm, plan: Plan, refs: References | None, codec: Codec,
+                bound: tuple[DeviceInfo, Any], local_workers: int) -> None:
+    """A worker rank, packing its tiles on its share of the node's cores. Launchers
+    (mpiexec, srun) pass stop signals to every rank: workers ignore them and stop when
+    the master, which collects the tiles in flight, says so."""
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     info, device = bound
-    run_worker(plan, lambda: TileRenderer(device, info, plan, references=refs),
-               transport.MpiWorker(comm))
+    packer = Packer(plan, codec, max(1, usable_cores() // max(1, local_workers) - 1))
+    try:
+        run_worker(plan, lambda: TileRenderer(device, info, plan, references=refs),
+                   transport.MpiWorker(comm), packer)
+    finally:
+        packer.close()

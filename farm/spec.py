@@ -36,6 +36,7 @@ COLOR_METHODS = ("shade", "histogram", "smooth", "distance")
 ENCODE_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow",
                   "slower", "veryslow")
 CODECS = ("auto", "libx264", "h264_nvenc")
+STORE_CODECS = ("zstd", "none")  # farm/store/codec.py: CODECS
 
 PRECISIONS = ("auto", "f64", "fp128", "quad-single", "perturb")
 METHODS = ("frames", "expmap")  # animation.method: every frame rendered, or exponential-map strips
@@ -106,6 +107,8 @@ class Output:
     crf: int = 18
     preset: str = "faster"  # x264 preset (speed against size at the same quality)
     codec: str = "auto"  # auto: h264_nvenc where it works, else libx264
+    compression: str = "zstd"  # the store's pixel chunks: zstd (shuffled) or none (farm/store/codec.py)
+    compression_level: int = 1  # zstd level: 1 is fast; higher levels gain a few percent
 
 
 @dataclass(frozen=True)
@@ -304,6 +307,8 @@ SCHEMA: dict[str, dict[str, tuple[Callable[[Any, str], Any], Any]]] = {
         "crf": (_int_in(0, 51), 18),
         "preset": (_choice(ENCODE_PRESETS), "faster"),
         "codec": (_choice(CODECS), "auto"),
+        "compression": (_choice(STORE_CODECS), "zstd"),
+        "compression_level": (_int_in(1, 19), 1),
     },
 }
 _CLASSES = {

@@ -136,6 +136,16 @@ def test_stop_request_grace_period_expires():
     assert "grace" in out[-1].reason
 
 
+def test_a_second_stop_request_ends_at_once():
+    s = Scheduler([(0, t) for t in range(4)], workers=[1], depth=2, grace=600)
+    s.handle(Joined(1), 0)
+    s.handle(StopRequested("received SIGINT"), 1)
+    assert s.handle(Tick(), 2) == []
+    out = s.handle(StopRequested("received SIGINT"), 3)
+    assert plain(out) == [Release(1), End("interrupted", "received SIGINT, then a second stop (received "
+                                          "SIGINT); 2 tile(s) still in flight are dropped")]
+
+
 def test_nothing_to_do_ends_at_once():
     s = Scheduler([], workers=[1])
     assert s.handle(Joined(1), 0) == [Release(1), End("finished")]

@@ -1,7 +1,9 @@
-"""The HDF5 store: layout, raw tile writes read back by h5py, histograms, resume aids."""
+"""The HDF5 store: layout, tile writes (compressed and raw) read back by h5py and by the
+farm's own reader, histograms, resume aids."""
 
 from __future__ import annotations
 
+import hdf5plugin  # noqa: F401 (registers the zstd filter: h5py reads compressed stores)
 import h5py
 import numpy as np
 import pytest
@@ -11,8 +13,11 @@ from farm import spec as specmod
 from farm.errors import StoreError
 from farm.plan import make_plan
 from farm.store import layout
+from farm.store.codec import RAW, ZSTD, pack
 from farm.store.reader import Store
-from farm.store.writer import Finished, StoreWriter, tile_crc
+from farm.store.writer import Finished, StoreWriter
+
+CODECS = pytest.mark.parametrize("codec", [ZSTD, RAW], ids=["zstd", "raw"])
 
 
 def _plan(frames=3):
@@ -20,22 +25,26 @@ def _plan(frames=3):
                                max_iter=100))
 
 
-def _fake_tile(plan, f, t, seed):
-    """A tile of made-up counts, with the histogram the device would send."""
+def _fake_tile(plan, f, t, seed, codec=ZSTD):
+    """A tile of made-up counts packed as a worker packs it, with the histogram the
+    device would send; returns (Finished, iterations, fraction)."""
     tile = plan.grid.tile(t)
     rng = np.random.default_rng(seed)
     it = rng.integers(0, plan.frames[f].max_iter + 1, (tile.height, tile.width)).astype(np.uint32)
+    it[: tile.height // 2] //= 7  # runs and repeats, as real counts have
     fr = rng.random((tile.height, tile.width), dtype=np.float32)
     counts = np.bincount(it.ravel())
     bins = np.flatnonzero(counts)
-    return Finished(f, t, {"iterations": it, "fraction": fr}, bins.astype(np.int64),
-                    counts[bins].astype(np.int64), 0.01, 1, tile_crc(it, fr))
+    packed = pack(codec, [it, fr], (tile.height, tile.width), (plan.grid.tile_h, plan.grid.tile_w))
+    return Finished(f, t, packed.payloads, bins.astype(np.int64), counts[bins].astype(np.int64), 0.01,
+                    1, packed.crc), it, fr
 
 
-def test_layout(tmp_path):
+@CODECS
+def test_layout(tmp_path, codec):
     plan = _plan()
     path = tmp_path / "s.h5"
-    layout.create(path, plan)
+    layout.create(path, plan, codec=codec)
     with h5py.File(path, "r") as f:
         assert f["iterations"].shape == (3, 23, 40) and f["iterations"].dtype == np.uint32
         assert f["iterations"].chunks == (1, 16, 16)
@@ -45,39 +54,77 @@ def test_layout(tmp_path):
         assert not f["done"][...].any() and not f["frame_done"][...].any()
         assert specmod.parse_text(f.attrs["spec"]) == plan.spec
         assert list(f["frames/max_iter"][...]) == [fr.max_iter for fr in plan.frames]
+        assert not f["iterations"][...].any() and not f["fraction"][...].any()  # empty slots read as 0
+        assert (layout.BYTES in f) == codec.compressed
     assert not list(tmp_path.glob(".*tmp"))  # created under a temporary name, renamed
 
 
-def test_tiles_round_trip_through_h5py(tmp_path):
+@CODECS
+def test_tiles_round_trip_through_h5py_and_the_reader(tmp_path, codec):
     plan = _plan()
     path = tmp_path / "s.h5"
-    layout.create(path, plan)
-    tiles = {(f, t): _fake_tile(plan, f, t, 10 * f + t) for f in range(3) for t in range(plan.grid.count)}
+    layout.create(path, plan, codec=codec)
+    tiles = {(f, t): _fake_tile(plan, f, t, 10 * f + t, codec) for f in range(3)
+             for t in range(plan.grid.count)}
     with StoreWriter(path, plan) as w:
-        completed = w.write([tiles[(0, t)] for t in range(plan.grid.count)])
+        assert w.codec == codec
+        completed = w.write([tiles[(0, t)][0] for t in range(plan.grid.count)])
         assert completed == [0]
-        w.write([tiles[(1, 0)], tiles[(2, 5)]])
-    with Store(path) as s:
+        w.write([tiles[(1, 0)][0], tiles[(2, 5)][0]])
+    with Store(path) as s, h5py.File(path, "r") as f:  # the farm's reader, and plain h5py
         done = s.done()
         assert done[0].all() and done[1, 0] and done[2, 5] and done.sum() == plan.grid.count + 2
         assert list(s.frame_done()) == [True, False, False]
         it0, fr0 = s.iterations(0), s.fraction(0)
+        assert np.array_equal(it0, f["iterations"][0]) and np.array_equal(fr0, f["fraction"][0])
         for t in range(plan.grid.count):
             tile = plan.grid.tile(t)
             sl = np.s_[tile.y0:tile.y0 + tile.height, tile.x0:tile.x0 + tile.width]
-            assert np.array_equal(it0[sl], tiles[(0, t)].iterations)
-            assert np.array_equal(fr0[sl], tiles[(0, t)].fraction)
+            assert np.array_equal(it0[sl], tiles[(0, t)][1])
+            assert np.array_equal(fr0[sl].view(np.uint32), tiles[(0, t)][2].view(np.uint32))  # bits
+        tile = plan.grid.tile(5)  # a block across tiles, as the expmap reader asks for
+        block = s.read(2, ["fraction", "iterations"], slice(3, 30), slice(10, 39))
+        assert np.array_equal(block[1], f["iterations"][2, 3:30, 10:39])
+        assert np.array_equal(block[0][tile.y0 - 3:, tile.x0 - 10:], tiles[(2, 5)][2][:, :39 - tile.x0])
+        assert not block[0][:tile.y0 - 3].any()  # tiles not rendered read as zeros
         hist = s.histogram(0)
         assert np.array_equal(hist, np.bincount(it0.ravel(), minlength=plan.bins))
         status = s.status()
         assert status["tiles_done"] == plan.grid.count + 2 and status["frames_complete"] == 1
 
 
-def test_histogram_restored_after_restart_counts_each_tile_once(tmp_path):
+def test_compressed_store_is_smaller_on_disk(tmp_path):
+    """Slots are sparse: the file's blocks hold the compressed tiles, not the raw size."""
+    plan = make_plan(make_spec(size=(256, 256), frames=4, width=("3", "0.5"), tile=(128, 128), max_iter=100))
+    sizes = {}
+    for codec in (ZSTD, RAW):
+        path = tmp_path / f"{codec.name}.h5"
+        layout.create(path, plan, codec=codec)
+        with StoreWriter(path, plan) as w:
+            for f in range(4):
+                w.write([_smooth_tile(plan, f, t, codec) for t in range(plan.grid.count)])
+        sizes[codec.name] = path.stat().st_blocks * 512
+    assert sizes["zstd"] * 3 < sizes["none"], sizes
+
+
+def _smooth_tile(plan, f, t, codec):
+    """Counts and offsets that vary slowly across the tile, as a render's do."""
+    tile = plan.grid.tile(t)
+    y, x = np.mgrid[0:tile.height, 0:tile.width]
+    it = (50 + (x + y + 40 * f) // 9).astype(np.uint32)
+    fr = ((x * 0.37 + y * 0.11) % 1).astype(np.float32)
+    packed = pack(codec, [it, fr], (tile.height, tile.width), (plan.grid.tile_h, plan.grid.tile_w))
+    counts = np.bincount(it.ravel())
+    bins = np.flatnonzero(counts)
+    return Finished(f, t, packed.payloads, bins, counts[bins].astype(np.int64), 0.01, 1, packed.crc)
+
+
+@CODECS
+def test_histogram_restored_after_restart_counts_each_tile_once(tmp_path, codec):
     plan = _plan(frames=1)
     path = tmp_path / "s.h5"
-    layout.create(path, plan)
-    tiles = [_fake_tile(plan, 0, t, t) for t in range(plan.grid.count)]
+    layout.create(path, plan, codec=codec)
+    tiles = [_fake_tile(plan, 0, t, t, codec)[0] for t in range(plan.grid.count)]
     half = plan.grid.count // 2
     with StoreWriter(path, plan) as w:
         w.write(tiles[:half])
@@ -90,12 +137,13 @@ def test_histogram_restored_after_restart_counts_each_tile_once(tmp_path):
         assert np.array_equal(s.histogram(0), np.bincount(s.iterations(0).ravel(), minlength=plan.bins))
 
 
-def test_killed_between_tiles_and_histogram_is_completed(tmp_path):
+@CODECS
+def test_killed_between_tiles_and_histogram_is_completed(tmp_path, codec):
     plan = _plan(frames=1)
     path = tmp_path / "s.h5"
-    layout.create(path, plan)
+    layout.create(path, plan, codec=codec)
     with StoreWriter(path, plan) as w:
-        w.write([_fake_tile(plan, 0, t, t) for t in range(plan.grid.count)])
+        w.write([_fake_tile(plan, 0, t, t, codec)[0] for t in range(plan.grid.count)])
         fd_off = w.offsets["frame_done"]
     with open(path, "r+b") as fh:  # as if killed before the frame_done byte
         fh.seek(fd_off)
@@ -107,13 +155,14 @@ def test_killed_between_tiles_and_histogram_is_completed(tmp_path):
         assert np.array_equal(s.histogram(0), np.bincount(s.iterations(0).ravel(), minlength=plan.bins))
 
 
-def test_verify_finds_damaged_tiles(tmp_path):
+@CODECS
+def test_verify_finds_damaged_tiles(tmp_path, codec):
     plan = _plan(frames=1)
     path = tmp_path / "s.h5"
-    layout.create(path, plan)
+    layout.create(path, plan, codec=codec)
     with StoreWriter(path, plan) as w:
-        w.write([_fake_tile(plan, 0, t, t) for t in range(plan.grid.count)])
-        offset = int(w.chunks["iterations"][0, 3])
+        w.write([_fake_tile(plan, 0, t, t, codec)[0] for t in range(plan.grid.count)])
+        offset = int(w.chunks.slots["iterations"][0, 3])
     with open(path, "r+b") as fh:
         fh.seek(offset + 8)
         fh.write(b"\xde\xad")
@@ -143,7 +192,7 @@ def test_a_repacked_store_is_read_but_not_resumed(tmp_path):
     path = tmp_path / "s.h5"
     layout.create(path, plan)
     with StoreWriter(path, plan) as w:
-        w.write([_fake_tile(plan, 0, t, t) for t in range(plan.grid.count)])
+        w.write([_fake_tile(plan, 0, t, t)[0] for t in range(plan.grid.count)])
     packed = tmp_path / "packed.h5"
     with h5py.File(path) as src, h5py.File(packed, "w") as dst:
         for key, value in src.attrs.items():
@@ -154,7 +203,8 @@ def test_a_repacked_store_is_read_but_not_resumed(tmp_path):
                 dst.create_dataset(name, data=obj[...], compression="gzip", chunks=True)
 
         src.visititems(copy)
-    with Store(packed) as s:
+    with Store(packed) as s, Store(path) as original:
         assert s.frame_done()[0]
+        assert np.array_equal(s.iterations(0), original.iterations(0))  # read through h5py
     with pytest.raises(StoreError, match="not resumed"):
         StoreWriter(packed, plan)

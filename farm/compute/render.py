@@ -41,7 +41,11 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
+import functools
 import math
+import queue
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -89,6 +93,36 @@ class TileResult:
 
 
 @dataclass
+class Collected:
+    """A finished launch's results where the device put them: views into the slot's
+    pinned staging memory, valid until :meth:`release` (packing reads them there, so
+    nothing is copied on the worker's thread)."""
+
+    frame: FramePlan
+    tile: Tile
+    region: Region  # what the kernel computed, at the tile's top-left
+    blocks: list[np.ndarray]  # per channel, (region.height, region.width[, depth])
+    hist: np.ndarray | None  # the region's histogram (bins,), None: nothing computed
+    kernel_seconds: float
+    slot: _Slot
+
+    def histogram(self) -> tuple[np.ndarray, np.ndarray]:
+        """(bins, counts) of the tile, int64: the region's, plus the filler outside it
+        counted as count 0 (as the stored bytes say)."""
+        hist = np.zeros(self.frame.bins, np.int64)
+        if self.hist is not None:
+            hist[:] = self.hist
+        hist[0] += self.tile.pixels - self.region.pixels
+        bins = np.flatnonzero(hist)
+        return bins.astype(np.int64), hist[bins]
+
+    def release(self) -> None:
+        """The slot's memory may be reused: the views are no longer valid."""
+        self.blocks, self.hist = [], None
+        self.slot.busy = False
+
+
+@dataclass
 class _Slot:
     """Device buffers for one launch in flight, sized for the largest tile, and pinned
     host arrays the results are read back into."""
@@ -112,6 +146,12 @@ class _Launch:
     slot: _Slot
     uploads: tuple[np.ndarray, ...]  # kept alive until the non-blocking uploads are done
     region: Region  # what the kernel computed, at the tile's top-left
+    # The uploads' events, kept until the tile is finished: pyopencl's event of a copy
+    # from host memory (a NannyEvent) waits for that copy when it is deleted, holding the
+    # interpreter lock, and on an in-order queue the copy waits for every kernel before
+    # it. Dropped at the end of ``launch``, it froze every thread of the process for a
+    # whole kernel (a stop signal waited for minutes on PoCL; tests/test_stop.py).
+    events: tuple[cl.Event, ...] = ()
 
 
 def _scalar(fmt: str, value: object) -> np.generic:
@@ -180,6 +220,7 @@ class TileRenderer:
                                        processes=self.config.prep_processes)
         self._device_args: collections.OrderedDict[int, tuple[list, list, list]] = (
             collections.OrderedDict())
+        self._in_flight: dict[int, _Launch] = {}  # launched, not yet finished or collected
 
     def _new_slot(self) -> _Slot:
         mf, grid = cl.mem_flags, self.plan.grid
@@ -379,10 +420,21 @@ class TileRenderer:
             readbacks.append(cl.enqueue_copy(q, slot.staging[-1][:frame.bins], slot.hist,
                                              is_blocking=False))
             q.flush()
-            return _Launch(frame, tile, kev, readbacks, slot, keep, region)
+            launched = _Launch(frame, tile, kev, readbacks, slot, keep, region, tuple(uploads))
+            self._in_flight[id(launched)] = launched
+            return launched
         except BaseException:  # nothing was launched: the slot is free again
             slot.busy = False
             raise
+
+    def free_slots(self) -> int:
+        """Launches that can start now (slots not busy computing or being packed)."""
+        return sum(not s.busy for s in self._slots)
+
+    def ensure_slots(self, n: int) -> None:
+        """At least ``n`` slots (launches on the device plus results being packed)."""
+        while len(self._slots) < n:
+            self._slots.append(self._new_slot())
 
     @staticmethod
     def done(launch: _Launch) -> bool:
@@ -401,6 +453,7 @@ class TileRenderer:
         except BaseException:
             slot.busy = False
             raise
+        self._in_flight.pop(id(launch), None)
         arrays = {}
         for c, stage in zip(self.plan.channels, slot.staging, strict=False):
             block = stage[:npix * c.depth].reshape(c.shape(region.height, region.width))
@@ -426,11 +479,37 @@ class TileRenderer:
         return TileResult(launch.frame.index, tile.index, arrays, bins.astype(np.int64), counts,
                           seconds, self.counters.values())
 
+    def collect(self, launch: _Launch) -> Collected:
+        """A completed launch's results in place (:class:`Collected`); the slot stays
+        busy until the caller releases it."""
+        try:
+            cl.wait_for_events(launch.readbacks)  # complete already: the worker polled
+        except BaseException:
+            launch.slot.busy = False
+            raise
+        self._in_flight.pop(id(launch), None)
+        slot, region = launch.slot, launch.region
+        npix = region.pixels
+        blocks = [stage[:npix * c.depth].reshape(c.shape(region.height, region.width))
+                  for c, stage in zip(self.plan.channels, slot.staging, strict=False)]
+        kev = launch.kernel_event
+        hist = None if kev is None else slot.staging[-1][:launch.frame.bins]
+        seconds = 0.0 if kev is None else (kev.profile.end - kev.profile.start) * 1e-9
+        return Collected(launch.frame, launch.tile, region, blocks, hist, seconds, slot)
+
     def render(self, frame: FramePlan, tile: Tile) -> TileResult:
         return self.finish(self.launch(frame, tile))
 
     def close(self) -> None:
-        """Stop the frame preparation this renderer started (a helper process on GPUs)."""
+        """Stop the frame preparation this renderer started (a helper process on GPUs).
+
+        Launches still on the device (a stop abandoned them) are handed, with this
+        renderer's context, to a thread that waits for them without holding the
+        interpreter lock (:func:`_abandon`): freeing them here would wait for their
+        kernels, which may run for minutes, with the lock held."""
+        if self._in_flight:
+            _abandon(self, list(self._in_flight.values()))
+            self._in_flight.clear()
         if self._own_prep:
             self._prep.close()
 
@@ -455,6 +534,33 @@ def polar_offsets(plan: Plan, region: Region) -> tuple[np.ndarray, int, np.ndarr
     theta = TWO_PI * (np.arange(region.x0, region.x0 + region.width, dtype=np.float64) + 0.5) / geom.angles
     cis = np.ascontiguousarray(np.stack([np.cos(theta), np.sin(theta)], axis=1))
     return rho_m, e + whole, cis
+
+
+_abandoned: queue.SimpleQueue = queue.SimpleQueue()
+
+
+def _reap() -> None:
+    """Keeps abandoned launches (and their renderer) alive until their commands are
+    complete, waiting in clWaitForEvents with the interpreter lock released, then lets
+    them go. A daemon thread: at exit it is simply left waiting."""
+    while True:
+        owner, launches = _abandoned.get()
+        events = [e for launch in launches for e in (*launch.events, *launch.readbacks)]
+        with contextlib.suppress(Exception):  # a device error: the objects can go all the same
+            cl.wait_for_events(events)
+        del owner, launches, events
+
+
+@functools.cache
+def _reaper() -> threading.Thread:
+    thread = threading.Thread(target=_reap, name="farm-reaper", daemon=True)
+    thread.start()
+    return thread
+
+
+def _abandon(owner: TileRenderer, launches: list[_Launch]) -> None:
+    _reaper()
+    _abandoned.put((owner, launches))
 
 
 def wait_any(launch: _Launch, poll: float = 0.0002, deadline: float | None = None) -> bool:

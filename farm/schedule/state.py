@@ -9,7 +9,10 @@ instructions (tests/test_schedule_state.py).
 Rules:
 
 * Tasks are tiles ``(frame, tile)``, handed out in frame order, on demand: each
-  worker holds up to ``depth`` tasks, so it always has the next tile queued.
+  worker holds up to ``depth`` tasks, or fewer when it asks for fewer as it joins
+  (a worker holds tiles on its device and while their results are packed: a GPU
+  wants more than a CPU, whose tiles take long), so it always has the next tile
+  queued.
 * Every assignment carries an attempt number. A result counts only if it answers
   the current attempt of a tile still in flight; any other result is dropped.
 * A failed tile goes back to the front of the queue and is retried, on another
@@ -18,7 +21,8 @@ Rules:
 * A worker that fails ``worker_failures`` tiles in a row is excluded; a worker not
   heard from for ``timeout`` seconds is lost. Either way its tiles are re-queued.
 * A stop request ends assignments; the render ends once nothing is in flight or
-  ``grace`` seconds have passed, whichever comes first. A halt (the store cannot take
+  ``grace`` seconds have passed, whichever comes first; a second stop request ends it
+  at once. A halt (the store cannot take
   more results: its disk is full) ends it at once.
 """
 
@@ -48,6 +52,7 @@ class Task:
 @dataclass(frozen=True)
 class Joined:
     worker: int
+    capacity: int = 0  # tasks the worker can use at once (0: the scheduler's depth)
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,7 @@ class _Worker:
     gone: bool = False
     failures_in_row: int = 0
     last_heard: float = 0.0
+    capacity: int = 0  # tasks it holds at most (0: the scheduler's depth)
     tasks: dict[Key, int] = field(default_factory=dict)  # key -> attempt
 
 
@@ -166,6 +172,7 @@ class Scheduler:
         self.given_up: dict[Key, str] = {}
         self.stop_deadline: float | None = None
         self.stop_reason = ""
+        self.stop_now = False  # a second stop request came
         self.ended: End | None = None
 
     # ------------------------------------------------------------------ queries
@@ -184,6 +191,7 @@ class Scheduler:
         if isinstance(event, Joined):
             w = self.workers[event.worker]
             w.joined, w.last_heard = True, now
+            w.capacity = min(self.depth, event.capacity) if event.capacity > 0 else self.depth
         elif isinstance(event, Heard):
             self.workers[event.worker].last_heard = now
         elif isinstance(event, Finished):
@@ -196,7 +204,12 @@ class Scheduler:
             if self.stop_deadline is None:
                 self.stop_deadline = now + self.grace
                 self.stop_reason = event.reason
-                out.append(Note(f"{event.reason}: finishing {self.in_flight} tile(s) in flight"))
+                out.append(Note(f"{event.reason}: finishing {self.in_flight} tile(s) in flight "
+                                f"(at most {self.grace:g} s; stop again to stop now)"))
+            else:  # a second stop: the user will not wait for the grace period
+                self.stop_deadline = now
+                self.stop_reason = f"{self.stop_reason}, then a second stop ({event.reason})"
+                self.stop_now = True
         elif isinstance(event, Halt):
             self.ended = End("interrupted", event.reason)
             return [*(Release(w) for w in self.live()), self.ended]
@@ -265,7 +278,7 @@ class Scheduler:
         if self.stop_deadline is not None:
             return
         for wid, w in self.workers.items():
-            while w.joined and not w.gone and len(w.tasks) < self.depth and self.pending:
+            while w.joined and not w.gone and len(w.tasks) < w.capacity and self.pending:
                 key = next((k for k in self.pending if self._eligible(k, wid)), None)
                 if key is None:
                     break
@@ -282,8 +295,9 @@ class Scheduler:
             if not self.owner:
                 end = End("interrupted", self.stop_reason)
             elif now >= self.stop_deadline:
+                when = "" if self.stop_now else " after the grace period"
                 end = End("interrupted", f"{self.stop_reason}; {self.in_flight} tile(s) "
-                          "still in flight after the grace period are dropped")
+                          f"still in flight{when} are dropped")
         elif not self.pending and not self.owner:
             if self.given_up:
                 end = End("failed", f"{len(self.given_up)} tile(s) failed on every attempt; "

@@ -5,16 +5,17 @@ Both transports give the master a :class:`MasterLink` and each worker a
 This is the one module that imports mpi4py, and only when MPI is in use.
 
 MPI messages are numpy buffers sent with mpi4py's buffer (uppercase) calls, never
-pickles, except the plan, broadcast once at start. A tile result is a header and one
-message per channel of the plan (farm/plan/channels.py), sent straight from the
-arrays the device wrote (no packing copy)::
+pickles, except the plan and the store's codec, broadcast once at start. A tile
+result is a header and one message per channel of the plan (farm/plan/channels.py),
+each the channel's chunk as the store keeps it (packed by the worker: compressed,
+farm/store/codec.py), so the master receives and writes the compressed bytes::
 
-    TAG_RESULT       int64[14] header: frame, tile, attempt, height, width, nbins,
-                     kernel ns, rank, crc, then the worker's running totals in ns
-                     (farm.timeline.WORKER_COUNTERS); then int64[nbins] bins,
-                     int64[nbins] counts
-    TAG_CHANNEL + k  channel k's h*w*depth values (iterations uint32, fraction
-                     float32, then any others), in the plan's order
+    TAG_RESULT       int64 header: frame, tile, attempt, nbins, kernel ns, rank, crc,
+                     the worker's running totals in ns (farm.timeline.WORKER_COUNTERS),
+                     then each channel's payload length in bytes; then int64[nbins]
+                     bins, int64[nbins] counts
+    TAG_CHANNEL + k  channel k's payload, in the plan's order
+    TAG_READY        int64[1]: the tasks the worker can hold (Joined.capacity)
 
 The master polls with ``Iprobe`` and a growing sleep (0.1 ms up to 1 ms), so it
 notices signals and silent workers while it waits, and answers a worker's blocking
@@ -32,23 +33,19 @@ import os
 import queue
 import sys
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from farm.plan import Channel
 from farm.schedule.state import Event, Failed, Finished, Heard, Joined, Lost, Task
 from farm.store.writer import Finished as Stored
-from farm.store.writer import tile_crc
 from farm.timeline import WORKER_COUNTERS
-
-if TYPE_CHECKING:
-    from farm.compute.render import TileResult
 
 (TAG_TASK, TAG_STOP, TAG_READY, TAG_RESULT, TAG_FAILED, TAG_HEARTBEAT, TAG_LOST,
  TAG_BYE) = range(8)
 TAG_CHANNEL = 16  # + the channel's index in the plan
-HEADER = 9 + len(WORKER_COUNTERS)
+FIXED = 7 + len(WORKER_COUNTERS)  # the header's fields before the payload lengths
 
 
 class MasterLink(Protocol):
@@ -62,19 +59,13 @@ class MasterLink(Protocol):
 class WorkerLink(Protocol):
     rank: int
 
-    def ready(self) -> None: ...
+    def ready(self, capacity: int = 0) -> None: ...
     def lost(self, error: str) -> None: ...
-    def result(self, task: Task, result: TileResult) -> None: ...
+    def result(self, task: Task, result: Stored) -> None: ...
     def failed(self, task: Task, error: str) -> None: ...
     def heartbeat(self) -> None: ...
     def receive(self, timeout: float) -> list[Task | None]: ...  # None: stop
     def close(self) -> None: ...
-
-
-def stored(result: TileResult, rank: int) -> Stored:
-    """What the store needs of a result; the crc is computed here, on the worker's side."""
-    return Stored(result.frame, result.tile, result.arrays, result.hist_bins, result.hist_counts,
-                  result.kernel_seconds, rank, tile_crc(*result.arrays.values()), result.counters)
 
 
 # ============================================================================ threads
@@ -118,14 +109,14 @@ class ThreadWorker:
     def __init__(self, rank: int, inbox: queue.Queue, outbox: queue.Queue):
         self.rank, self._to_master, self._from_master = rank, inbox, outbox
 
-    def ready(self) -> None:
-        self._to_master.put(Joined(self.rank))
+    def ready(self, capacity: int = 0) -> None:
+        self._to_master.put(Joined(self.rank, capacity))
 
     def lost(self, error: str) -> None:
         self._to_master.put(Lost(self.rank, error))
 
-    def result(self, task: Task, result: TileResult) -> None:
-        self._to_master.put(Finished(self.rank, task, stored(result, self.rank)))
+    def result(self, task: Task, result: Stored) -> None:
+        self._to_master.put(Finished(self.rank, task, result))  # by reference
 
     def failed(self, task: Task, error: str) -> None:
         self._to_master.put(Failed(self.rank, task, error))
@@ -187,8 +178,9 @@ def bcast_array(comm, array: np.ndarray | None) -> np.ndarray | None:
     return buf
 
 
-def node_worker_index(comm) -> tuple[int, str]:
-    """(index of this rank among the worker ranks of its node, host name).
+def node_worker_index(comm) -> tuple[int, int, str]:
+    """(index of this rank among the worker ranks of its node, the node's worker ranks,
+    host name).
 
     Collective: every rank, the master too, must call it."""
     from mpi4py import MPI
@@ -199,7 +191,7 @@ def node_worker_index(comm) -> tuple[int, str]:
     node.Free()
     workers_here = [r for r in ranks if r != 0]
     index = workers_here.index(rank) if rank != 0 else -1
-    return index, MPI.Get_processor_name()
+    return index, len(workers_here), MPI.Get_processor_name()
 
 
 def _text(data: str) -> np.ndarray:
@@ -210,26 +202,29 @@ def _task_buffer(task: Task) -> np.ndarray:
     return np.array([task.frame, task.tile, task.attempt], dtype=np.int64)
 
 
-def result_header(task: Task, result: TileResult, rank: int) -> np.ndarray:
+def result_header(task: Task, result: Stored) -> np.ndarray:
     """The first of a result's messages: header, then the sparse histogram."""
-    h, w = result.iterations.shape[:2]
-    header = np.array([task.frame, task.tile, task.attempt, h, w, len(result.hist_bins),
-                       int(result.kernel_seconds * 1e9), rank,
-                       tile_crc(*result.arrays.values()),
-                       *(int(s * 1e9) for s in result.counters)], dtype=np.int64)
+    header = np.array([task.frame, task.tile, task.attempt, len(result.hist_bins),
+                       int(result.seconds * 1e9), result.rank, result.crc,
+                       *(int(s * 1e9) for s in result.counters),
+                       *(len(p) for p in result.payloads)], dtype=np.int64)
     return np.concatenate([header, result.hist_bins, result.hist_counts])
 
 
-def result_from(header: np.ndarray, arrays: list[np.ndarray],
+def payload_lengths(header: np.ndarray, channels: int) -> list[int]:
+    """The channel payloads' lengths a result header announces."""
+    return [int(x) for x in header[FIXED:FIXED + channels]]
+
+
+def result_from(header: np.ndarray, payloads: list[np.ndarray],
                 channels: tuple[Channel, ...]) -> tuple[Task, Stored]:
-    """A result from its header and the flat arrays of its channel messages."""
-    frame, tile, attempt, h, w, n, ns, rank, crc = (int(x) for x in header[:9])
-    counters = tuple(int(x) * 1e-9 for x in header[9:HEADER])
-    bins, counts = header[HEADER:HEADER + n], header[HEADER + n:HEADER + 2 * n]
-    shaped = {c.name: a.view(c.dtype).reshape(c.shape(h, w))
-              for c, a in zip(channels, arrays, strict=True)}
-    return Task(frame, tile, attempt), Stored(frame, tile, shaped, bins, counts, ns * 1e-9, rank, crc,
-                                              counters)
+    """A result from its header and its channel messages."""
+    frame, tile, attempt, n, ns, rank, crc = (int(x) for x in header[:7])
+    counters = tuple(int(x) * 1e-9 for x in header[7:FIXED])
+    start = FIXED + len(channels)
+    bins, counts = header[start:start + n], header[start + n:start + 2 * n]
+    return Task(frame, tile, attempt), Stored(frame, tile, [p.data for p in payloads], bins, counts,
+                                              ns * 1e-9, rank, crc, counters)
 
 
 def _collect(comm, source: int, timeout: float, max_sleep: float = 0.001,
@@ -252,10 +247,10 @@ def _collect(comm, source: int, timeout: float, max_sleep: float = 0.001,
             src, tag = status.Get_source(), status.Get_tag()
             comm.Recv([buf, MPI.BYTE], source=src, tag=tag)
             out.append((src, tag, buf))
-            if tag == TAG_RESULT:  # its arrays follow at once, from the same worker
-                h, w = (int(x) for x in buf[:HEADER * 8].view(np.int64)[3:5])
-                for k, c in enumerate(channels):
-                    arr = np.empty(c.nbytes(h * w), dtype=np.uint8)
+            if tag == TAG_RESULT:  # its payloads follow at once, from the same worker
+                lengths = payload_lengths(buf[:(FIXED + len(channels)) * 8].view(np.int64), len(channels))
+                for k, n in enumerate(lengths):
+                    arr = np.empty(n, dtype=np.uint8)
                     comm.Recv([arr, MPI.BYTE], source=src, tag=TAG_CHANNEL + k)
                     out.append((src, TAG_CHANNEL + k, arr))
         if timer is not None and out:
@@ -306,7 +301,7 @@ class MpiMaster:
             frame, tile, attempt = (int(x) for x in buf[:24].view(np.int64))
             return Failed(src, Task(frame, tile, attempt), bytes(buf[24:]).decode("utf-8", "replace"))
         if tag == TAG_READY:
-            return Joined(src)
+            return Joined(src, int(buf.view(np.int64)[0]) if len(buf) >= 8 else 0)
         if tag == TAG_HEARTBEAT:
             return Heard(src)
         if tag == TAG_LOST:
@@ -348,20 +343,21 @@ class MpiWorker:
         self._sends.append((req, buf))
         self._sends = [r for r in self._sends if not r[0].Test()]
 
-    def ready(self) -> None:
-        self._send(np.zeros(0, dtype=np.uint8), TAG_READY)
+    def ready(self, capacity: int = 0) -> None:
+        self._send(np.array([capacity], dtype=np.int64).view(np.uint8), TAG_READY)
 
     def lost(self, error: str) -> None:
         self._send(_text(error), TAG_LOST)
 
-    def result(self, task: Task, result: TileResult) -> None:
+    def result(self, task: Task, result: Stored) -> None:
         """A blocking send: MPI moves a large message only while both sides are inside
         MPI calls, and the master receives at once. An Isend left to progress between
         GPU waits took ~230 ms for 2 MB (Open MPI, fragments, 2026-11-21 on an H200)."""
         MPI = self.MPI
-        self.comm.Send([result_header(task, result, self.rank), MPI.BYTE], dest=0, tag=TAG_RESULT)
-        for k, arr in enumerate(result.arrays.values()):
-            self.comm.Send([np.ascontiguousarray(arr), MPI.BYTE], dest=0, tag=TAG_CHANNEL + k)
+        self.comm.Send([result_header(task, result), MPI.BYTE], dest=0, tag=TAG_RESULT)
+        for k, payload in enumerate(result.payloads):
+            self.comm.Send([np.frombuffer(payload, dtype=np.uint8), MPI.BYTE], dest=0,
+                           tag=TAG_CHANNEL + k)
 
     def failed(self, task: Task, error: str) -> None:
         self._send(np.concatenate([_task_buffer(task).view(np.uint8), _text(error)]), TAG_FAILED)

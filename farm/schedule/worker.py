@@ -1,27 +1,36 @@
-"""The worker loop: take tasks, keep the device busy, send results back.
+"""The worker loop: take tasks, keep the device busy, send packed results back.
 
-A worker keeps up to ``pipeline`` tiles launched on its device (three by default):
-while the device computes one, the host finishes and sends the one before. Tasks
-the master sends ahead wait in a local queue. An exception in a tile is sent to
-the master with its traceback, and the worker carries on; the master decides
-about retries and exclusion. A stop message ends the worker at once (anything
-still queued or running is the master's to re-assign or drop).
+A tile passes three stages on a worker: launched (on the device: up to ``pipeline``
+at once, three by default), packed (its results, still in the slot's pinned memory,
+compressed and checksummed on the process's packing threads, farm/schedule/packer.py)
+and sent. The worker's own thread only launches, polls and sends, so the device is
+never left waiting for the host. It asks the master for as many tasks as it can hold
+in these stages (``Joined.capacity``); tasks the master sends ahead wait in a local
+queue. An exception in a tile is sent to the master with its traceback, and the
+worker carries on; the master decides about retries and exclusion. A stop message
+ends the worker at once: launches still on the device are left to finish on their own
+(farm/compute/render.py, ``TileRenderer.close``), and the master re-assigns or drops
+their tiles.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import time
 import traceback
 from collections import deque
 from collections.abc import Callable
 
-from farm.compute.render import TileRenderer, wait_any
+from farm.compute.render import TileRenderer
 from farm.plan import Plan
+from farm.schedule.packer import Packer
 from farm.schedule.state import Task
 from farm.schedule.transport import WorkerLink
+from farm.store.writer import Finished
 
 HEARTBEAT_S = 5.0
+POLL_S = 0.0002  # between looks at the device and the packer while work is in flight
 
 
 def _testing_aids(rank: int) -> None:
@@ -36,8 +45,15 @@ def _testing_aids(rank: int) -> None:
         time.sleep(delay)
 
 
+def capacity(renderer: TileRenderer, packer: Packer, pipeline: int) -> int:
+    """Tasks a worker holds at most: on the device, being packed (a GPU's tiles take
+    milliseconds, their packing tens of them: up to 8 at once), and one queued."""
+    packing = min(packer.threads, 8) if renderer.info.kind == "GPU" else 1
+    return pipeline + packing + 1
+
+
 def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: WorkerLink,
-               pipeline: int = 3) -> None:
+               packer: Packer, pipeline: int = 3) -> None:
     t0 = time.perf_counter()
     try:
         renderer = make_renderer()
@@ -46,15 +62,17 @@ def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: Work
         link.close()
         return
     counters = renderer.counters  # the timeline's worker side (farm/timeline.py)
+    holds = capacity(renderer, packer, pipeline)
+    renderer.ensure_slots(holds - 1)
     counters.add("setup", time.perf_counter() - t0)
-    link.ready()
+    link.ready(holds)
     queued: deque[Task] = deque()
-    running: deque = deque()  # (task, launch)
+    running: deque = deque()  # (task, launch) on the device
+    packing: deque[tuple[Task, concurrent.futures.Future[Finished]]] = deque()
     last_sent = time.monotonic()
     try:
         while True:
-            busy = bool(queued or running)
-            if busy:
+            if queued or running or packing:
                 messages = link.receive(0.0)
             else:
                 with counters.timing("idle"):
@@ -63,36 +81,69 @@ def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: Work
                 return
             new = [m for m in messages if m is not None]
             queued.extend(new)
-            for task in new:  # per-frame host work starts now, beside the kernels in flight
-                renderer.prepare(plan.frames[task.frame])
-            for ahead in (1, 2):  # the next frames are likely ours too
-                if new and new[-1].frame + ahead < len(plan.frames):
-                    renderer.prepare(plan.frames[new[-1].frame + ahead])
+            _prepare_ahead(renderer, plan, new)
 
-            while queued and len(running) < pipeline:
+            while queued and len(running) < pipeline and renderer.free_slots():
                 task = queued.popleft()
                 try:
                     _testing_aids(link.rank)
-                    frame = plan.frames[task.frame]
-                    running.append((task, renderer.launch(frame, plan.grid.tile(task.tile))))
+                    running.append((task, renderer.launch(plan.frames[task.frame],
+                                                          plan.grid.tile(task.tile))))
                 except Exception:
                     link.failed(task, traceback.format_exc())
                     last_sent = time.monotonic()
 
-            if running:
-                task, launch = running[0]
-                if wait_any(launch, deadline=time.monotonic() + 0.05):
-                    running.popleft()
-                    try:
-                        result = renderer.finish(launch)
-                        with counters.timing("send"):
-                            link.result(task, result)
-                    except Exception:
-                        link.failed(task, traceback.format_exc())
-                    last_sent = time.monotonic()
+            if _advance(renderer, packer, link, running, packing, counters):
+                last_sent = time.monotonic()
+            elif running or packing:
+                _wait(renderer, running, packing)
             if time.monotonic() - last_sent > HEARTBEAT_S:
                 link.heartbeat()
                 last_sent = time.monotonic()
     finally:
         renderer.close()
         link.close()
+
+
+def _prepare_ahead(renderer: TileRenderer, plan: Plan, new: list[Task]) -> None:
+    """Start the host work of the frames of new tasks, and of the next frames (likely
+    ours too), beside the kernels in flight."""
+    for task in new:
+        renderer.prepare(plan.frames[task.frame])
+    for ahead in (1, 2):
+        if new and new[-1].frame + ahead < len(plan.frames):
+            renderer.prepare(plan.frames[new[-1].frame + ahead])
+
+
+def _advance(renderer: TileRenderer, packer: Packer, link: WorkerLink, running: deque,
+             packing: deque, counters) -> bool:
+    """Hand finished launches to the packer and send packed tiles; True if any moved."""
+    moved = False
+    while running and renderer.done(running[0][1]):
+        task, launch = running.popleft()
+        try:
+            packing.append((task, packer.submit(renderer.collect(launch), link.rank, counters.values())))
+        except Exception:
+            link.failed(task, traceback.format_exc())
+        moved = True
+    while packing and packing[0][1].done():
+        task, future = packing.popleft()
+        try:
+            result = future.result()
+            with counters.timing("send"):
+                link.result(task, result)
+        except Exception:
+            link.failed(task, traceback.format_exc())
+        moved = True
+    return moved
+
+
+def _wait(renderer: TileRenderer, running: deque, packing: deque, timeout: float = 0.05) -> None:
+    """Sleep-poll until the oldest launch or the oldest packing is done, or ``timeout``
+    (then the loop looks for messages). Sleeping releases the interpreter lock, which
+    the packing threads share."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (running and renderer.done(running[0][1])) or (packing and packing[0][1].done()):
+            return
+        time.sleep(POLL_S)

@@ -6,12 +6,19 @@ offsets (see :mod:`farm.store.writer`), so a process killed at any moment cannot
 leave the file unreadable. The store is created under a temporary name and
 renamed into place, so it exists complete or not at all.
 
+Format 9 (this one) compresses the pixel channels: each chunk is shuffled and
+compressed with zstd, through registered HDF5 filters, in a slot of fixed size
+(farm/store/codec.py explains the slots and why the file stays sparse);
+``output.compression = "none"`` keeps them raw, as format 8 did. Format 8 stores
+(raw channels, no ``tiles/bytes``) are still read and resumed.
+
 Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
 
     /                       attrs: spec (canonical TOML), format, created, method
     iterations  uint32 (F, H, W)  escape counts; chunk = one tile (1, th, tw)
     fraction    float32 (F, H, W) smooth offset d: continuous count n + d
-    (further per-pixel channels the plan asks for, farm/plan/channels.py, chunked alike)
+    (further per-pixel channels the plan asks for, farm/plan/channels.py, chunked alike;
+    filters: shuffle, zstd (id 32015) when compressed; none when raw)
     done        uint8 (F, T)      1 when the tile's data above is durable
     histogram   int64 (F, N)      histogram[f, n] = pixels of frame f with count n
     frame_done  uint8 (F,)        1 when histogram[f] is written (all tiles done)
@@ -22,8 +29,12 @@ Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
     tiles/rank         int16 (F, T)    MPI rank that rendered it (0: in-process)
     tiles/run          int16 (F, T)    index into runs
     tiles/finished     float64 (F, T)  unix time the master received it
-    tiles/crc          uint32 (F, T)   crc32 of the tile's channel bytes: iterations,
-                                       fraction, then any further channels
+    tiles/crc          uint32 (F, T)   crc32 of the tile as stored: its compressed
+                                       frames, channel after channel (compressed), or
+                                       its channel bytes cropped to the tile (raw):
+                                       iterations, fraction, then any further channels
+    tiles/bytes        uint32 (F, T, C)  (compressed stores) each channel's stored
+                                       frame length in bytes, C = channels
     reference/...    the reference points and orbits of perturbed frames (only when
                 some frame is perturbed; farm/plan/references.py), R of them:
       reference/orbits  float64 (sum L, 2)  every orbit Z(0) .. Z(L-1), back to back
@@ -81,8 +92,11 @@ import numpy as np
 from farm.plan import Plan
 from farm.plan.references import References, pack, unpack
 from farm.spec import canonical_text
+from farm.store.codec import RAW, ZSTD, Codec, SparseWriter
 
-FORMAT = "zoomfarm-store/8"  # bump when the layout changes: readers refuse others
+FORMAT = "zoomfarm-store/9"  # bump when the layout changes: readers refuse others
+READABLE = ("zoomfarm-store/8", FORMAT)  # formats this farm reads and resumes
+BYTES = "tiles/bytes"  # (F, T, C) stored frame lengths of a compressed store
 RUNS = 1024  # render and resume runs a store can record (the last row is reused after)
 # One row per render or resume: when it ran, and its timeline (farm/timeline.py).
 # Times are unix seconds; *_s fields are seconds of work (worker fields summed over
@@ -118,9 +132,48 @@ def _fixed(group: h5py.Group, name: str, shape: tuple[int, ...], dtype: str | np
     return group.create_dataset(name, shape=shape, dtype=dtype, dcpl=dcpl)
 
 
-def create(path: str | os.PathLike[str], plan: Plan, refs: References | None = None) -> None:
+def _slotted(f: h5py.File, name: str, shape: tuple[int, ...], dtype: str, chunks: tuple[int, ...],
+             codec: Codec) -> h5py.Dataset:
+    """A chunked dataset with ``codec``'s filters and no chunk written yet."""
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_chunk(chunks)
+    for code, values in codec.filters():
+        dcpl.set_filter(code, h5py.h5z.FLAG_OPTIONAL, values)
+    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    return f.create_dataset(name, shape=shape, dtype=dtype, dcpl=dcpl)
+
+
+def _slot_templates(plan: Plan, codec: Codec) -> dict[str, bytes]:
+    """Each channel's empty slot as written at creation: the stored frame of an all-zero
+    chunk and the skippable header (the rest of the slot is zeros, left as a hole)."""
+    th, tw = plan.grid.tile_h, plan.grid.tile_w
+    out = {}
+    for c in plan.channels:
+        zero = np.zeros(c.shape(th, tw), c.dtype)
+        out[c.name] = codec.stored(codec.encode(zero), codec.slot_bytes(c.nbytes(th * tw)))
+    return out
+
+
+def _write_slots(f: h5py.File, plan: Plan, codec: Codec, heads: dict[str, bytes]) -> None:
+    """Every chunk of every channel, frame after frame (a frame's channels lie together
+    in the file), written at its slot's full size so that HDF5's index records it so."""
+    th, tw = plan.grid.tile_h, plan.grid.tile_w
+    full = {c.name: heads[c.name] + bytes(codec.slot_bytes(c.nbytes(th * tw)) - len(heads[c.name]))
+            for c in plan.channels}
+    ids = {c.name: f[c.name].id for c in plan.channels}
+    corners = [(t.y0, t.x0) for t in plan.grid]
+    extra = {c.name: (0,) * (c.depth > 1) for c in plan.channels}
+    for frame in range(len(plan.frames)):
+        for c in plan.channels:
+            for y0, x0 in corners:
+                ids[c.name].write_direct_chunk((frame, y0, x0, *extra[c.name]), full[c.name])
+
+
+def create(path: str | os.PathLike[str], plan: Plan, refs: References | None = None,
+           codec: Codec = ZSTD) -> None:
     """Create an empty store for ``plan`` at ``path`` (atomically; replaces nothing),
-    with the references of its perturbed frames when there are some."""
+    with the references of its perturbed frames when there are some, its pixel
+    channels encoded with ``codec``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -128,15 +181,23 @@ def create(path: str | os.PathLike[str], plan: Plan, refs: References | None = N
     w, h = plan.grid.width, plan.grid.height  # a frame, or an expmap unit
     tw, th = plan.grid.tile_w, plan.grid.tile_h
     f_count, t_count = len(plan.frames), plan.grid.count
+    heads = _slot_templates(plan, codec) if codec.compressed else {}
+    slots = {codec.slot_bytes(c.nbytes(th * tw)): heads[c.name] for c in plan.channels if heads}
     try:
-        with h5py.File(tmp, "w", libver="earliest") as f:
+        with SparseWriter(tmp, slots) as sparse, h5py.File(sparse, "w", libver="earliest") as f:
             f.attrs["spec"] = canonical_text(spec)
             f.attrs["format"] = FORMAT
             f.attrs["created"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
             f.attrs["method"] = plan.method
             for c in plan.channels:  # iterations, fraction, then any others
                 shape = (f_count, *c.shape(h, w))
-                _fixed(f, c.name, shape, c.dtype, chunks=(1, *c.shape(th, tw)))
+                if codec.compressed:
+                    _slotted(f, c.name, shape, c.dtype, (1, *c.shape(th, tw)), codec)
+                else:
+                    _fixed(f, c.name, shape, c.dtype, chunks=(1, *c.shape(th, tw)))
+            if codec.compressed:
+                _write_slots(f, plan, codec, heads)
+                _fixed(f, BYTES, (f_count, t_count, len(plan.channels)), "<u4")
             _fixed(f, "done", (f_count, t_count), "u1")
             _fixed(f, "histogram", (f_count, plan.bins), "<i8")
             _fixed(f, "frame_done", (f_count,), "u1")
@@ -210,16 +271,19 @@ def read_references(f: h5py.File) -> References | None:
     return unpack(meta, f["reference/orbits"][...])
 
 
-def store_bytes(plan: Plan, orbit_length: int | None = None) -> int:
-    """Bytes the store takes once every tile is written: the pixel channels in full
-    chunks (edge tiles padded), the per-frame histograms and bookkeeping, the reference
-    orbit and the run table (HDF5's own metadata, a few kilobytes, is left out). The
-    file is sparse until tiles arrive, so this is what the render will fill."""
+def store_bytes(plan: Plan, codec: Codec = RAW, orbit_length: int | None = None) -> int:
+    """Bytes the store takes on disk once every tile is written: the pixel channels in
+    full chunks (edge tiles padded; compressed: an estimate, Codec.estimate), the
+    per-frame histograms and bookkeeping, the reference orbit and the run table (HDF5's
+    own metadata, a few kilobytes, is left out). The file is sparse until tiles arrive,
+    so this is what the render will fill."""
     grid, f_count = plan.grid, len(plan.frames)
-    padded = grid.nx * grid.tile_w * grid.ny * grid.tile_h
-    total = sum(f_count * c.nbytes(padded) for c in plan.channels)
+    tile_px = grid.tile_w * grid.tile_h
+    total = sum(f_count * grid.count * codec.estimate(c, tile_px) for c in plan.channels)
     total += f_count * plan.bins * 8 + f_count * 1  # histogram, frame_done
     per_tile = 1 + sum(np.dtype(d).itemsize for d in TILE_META.values())  # done + tiles/*
+    if codec.compressed:
+        per_tile += 4 * len(plan.channels)  # tiles/bytes
     total += f_count * grid.count * per_tile
     total += f_count * (40 + 8 + 16)  # frames/width, max_iter, precision
     if plan.layout is not None:
@@ -228,6 +292,43 @@ def store_bytes(plan: Plan, orbit_length: int | None = None) -> int:
     if needs is not None:  # the orbits (a nucleus' is one period: this bounds them) and refs
         total += 16 * (orbit_length or needs[1] + 1) + 4 * f_count
     return total + RUNS * RUN_DTYPE.itemsize
+
+
+def foreign(path: str | os.PathLike[str]) -> str | None:
+    """None if ``path`` is a store some version of this farm wrote; otherwise what it is
+    ("an empty file", "not an HDF5 file", "an HDF5 file of another program"), for an
+    error that leaves it alone."""
+    path = Path(path)
+    try:
+        if path.stat().st_size == 0:
+            return "an empty file"
+        if not h5py.h5f.is_hdf5(os.fsencode(path)):
+            return "not an HDF5 file"
+        with h5py.File(path, "r", locking=False) as f:
+            found = f.attrs.get("format")
+    except OSError as err:
+        return f"a file that cannot be read as HDF5 ({err.strerror or err})"
+    if isinstance(found, bytes):
+        found = found.decode("utf-8", "replace")
+    if isinstance(found, str) and found.startswith("zoomfarm-store/"):
+        return None
+    return "an HDF5 file of another program"
+
+
+def check_ours(path: str | os.PathLike[str], field: str) -> None:
+    """StoreError (exit 2, the file untouched) if something other than a store this farm
+    wrote is at ``path``: resuming or replacing (--restart) it would destroy it."""
+    from farm.errors import StoreError
+
+    path = Path(path)
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise StoreError(f"{field}: {path} exists and is not a file; choose another --store")
+    problem = foreign(path)
+    if problem:
+        raise StoreError(f"{field}: {path} is {problem}, not a zoomfarm store; it is left as it is: "
+                         "move it away or choose another --store")
 
 
 def _width_text(width: object) -> str:
@@ -241,7 +342,7 @@ def offsets(f: h5py.File) -> dict[str, int]:
     is not contiguous and allocated (a repacked store: readable, not resumable)."""
     from farm.errors import StoreError
 
-    names = ["done", "histogram", "frame_done", "runs", *TILE_META]
+    names = ["done", "histogram", "frame_done", "runs", *TILE_META, *([BYTES] if BYTES in f else [])]
     out = {n: f[n].id.get_offset() for n in names}
     missing = [n for n, off in out.items() if off is None]
     if missing:

@@ -24,11 +24,17 @@ import numpy as np
 from farm import spec as specmod
 from farm.errors import StoreError
 from farm.estimate import WorkEstimate, eta_seconds
-from farm.plan import ExpmapLayout, Plan, make_plan
+from farm.plan import ExpmapLayout, Plan, TileGrid, make_plan
+from farm.plan.channels import channels_for
 from farm.plan.references import References
 from farm.raw import RawFrame
 from farm.store import layout, lock
+from farm.store.chunks import Chunks, channel_codec, read_blocks
+from farm.store.codec import Codec
 from farm.synth import Raster
+
+# each store's chunk slots, found once per process: (path, device, inode, created) -> slots
+_CHUNKS: dict[tuple, Chunks | None] = {}
 
 
 class Store:
@@ -43,16 +49,18 @@ class Store:
         except OSError as err:
             raise StoreError(f"store: {path} is not a readable HDF5 file ({err})") from None
         found = self.file.attrs.get("format")
-        if found != layout.FORMAT:
+        if found not in layout.READABLE:
             self.file.close()
             if isinstance(found, str) and found.startswith("zoomfarm-store/"):
-                raise StoreError(f"store: {path} has layout {found}, this farm reads {layout.FORMAT}; "
-                                 "render it again with --restart")
+                raise StoreError(f"store: {path} has layout {found}, this farm reads "
+                                 f"{' and '.join(layout.READABLE)}; render it again with --restart")
             raise StoreError(f"store: {path} is not a zoomfarm store (no format {layout.FORMAT!r})")
+        self.format = str(found)
         self.spec_text = str(self.file.attrs["spec"])
         self.spec = specmod.parse_text(self.spec_text, source=f"{path}:spec")
         self.method = str(self.file.attrs.get("method", "frames"))
         self._plan: Plan | None = None
+        self._fd = -1  # for reading chunks directly (farm/store/chunks.py)
 
     def __enter__(self) -> Store:
         return self
@@ -62,6 +70,38 @@ class Store:
 
     def close(self) -> None:
         self.file.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    # ------------------------------------------------------------------ pixels
+    @property
+    def codec(self) -> Codec:
+        """How the pixel channels are stored (farm/store/codec.py)."""
+        return channel_codec(self.file["iterations"]) or Codec("zstd")
+
+    def _chunks(self) -> Chunks | None:
+        """The store's chunk slots, found once per process (None: read through h5py)."""
+        stat = os.stat(self.path)
+        key = (os.path.realpath(self.path), stat.st_dev, stat.st_ino, str(self.file.attrs.get("created")))
+        if key not in _CHUNKS:
+            spec = self.spec
+            channels = channels_for(spec.image.samples, spec.render.distance)
+            shape, chunk = self.file["iterations"].shape, self.file["iterations"].chunks
+            grid = TileGrid(shape[2], shape[1], chunk[2], chunk[1])
+            _CHUNKS[key] = Chunks.open(self.file, channels, grid)
+        return _CHUNKS[key]
+
+    def read(self, frame: int, names: list[str], rows: slice = slice(None),
+             cols: slice = slice(None)) -> list[np.ndarray]:
+        """Channels ``names`` of rendered frame (expmap: unit) ``frame``, rows x cols."""
+        chunks = self._chunks()
+        if chunks is None:
+            return [self.file[n][frame, rows, cols] for n in names]
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_RDONLY)
+        lengths = self.file[layout.BYTES][frame] if chunks.codec.compressed else None
+        return read_blocks(chunks, self._fd, frame, names, lengths, rows, cols)
 
     # ------------------------------------------------------------------ plan
     def plan(self) -> Plan:
@@ -121,12 +161,12 @@ class Store:
     def iterations(self, frame: int) -> np.ndarray:
         if self.expmap:
             return self.raw(frame).iterations
-        return self.file["iterations"][frame]
+        return self.read(frame, ["iterations"])[0]
 
     def fraction(self, frame: int) -> np.ndarray:
         if self.expmap:
             return self.raw(frame).fraction
-        return self.file["fraction"][frame]
+        return self.read(frame, ["fraction"])[0]
 
     def histogram(self, frame: int) -> np.ndarray:
         """Frame f's count histogram, int64 (N,), N = the store's histogram length."""
@@ -142,7 +182,7 @@ class Store:
             if value is None:
                 raise StoreError(f"store {self.path}: synthesised frames have no {name!r}")
             return value
-        return self.file[name][frame]
+        return self.read(frame, [name])[0]
 
     def raw(self, frame: int) -> RawFrame:
         """Everything colouring needs of one frame (see :mod:`farm.raw`): arrays (H, W),
@@ -153,27 +193,27 @@ class Store:
         if self.expmap:
             return self._expmap_frame(frame)
         n = self.spec.image.samples
-        has_distance = self.spec.render.distance
+        names = ["iterations", "fraction", *(["distance"] if self.spec.render.distance else [])]
+        wanted = names + (["samples/" + name for name in names] if n > 1 else [])
+        got = dict(zip(wanted, self.read(frame, wanted), strict=True))
 
         def full(name: str) -> np.ndarray:
-            centre = self.channel(name, frame)
             if n == 1:
-                return centre
-            return np.concatenate([centre[..., None], self.channel("samples/" + name, frame)],
-                                  axis=2)
+                return got[name]
+            return np.concatenate([got[name][..., None], got["samples/" + name]], axis=2)
 
         return RawFrame(frame, full("iterations"), full("fraction"), self.histogram(frame),
-                        full("distance") if has_distance else None)
+                        full("distance") if "distance" in names else None)
 
     # ------------------------------------------------------------------ expmap units
     def unit(self, name: str, u: int) -> np.ndarray:
         """Channel ``name`` of rendered unit u as stored, (P, A) (filler included)."""
-        return self.file[name][u]
+        return self.read(u, [name])[0]
 
     def strip_rows(self, first: int, stop: int) -> Raster:
         """Global strip rows ``first .. stop - 1`` of an expmap store, (rows, A)."""
         layout = self._layout()
-        parts = [(self.file["iterations"][u, r0:r1], self.file["fraction"][u, r0:r1])
+        parts = [self.read(u, ["iterations", "fraction"], rows=slice(r0, r1))
                  for u, r0, r1, _ in layout.strip_blocks(first, stop)]
         if not parts:
             a = layout.geom.angles
@@ -192,8 +232,7 @@ class Store:
             rows = slice(tile.y0, tile.y0 + piece.height)
             cols = slice(tile.x0, tile.x0 + piece.width)
             at = (slice(piece.y0, piece.y0 + piece.height), slice(piece.x0, piece.x0 + piece.width))
-            n[at] = self.file["iterations"][u, rows, cols]
-            d[at] = self.file["fraction"][u, rows, cols]
+            n[at], d[at] = self.read(u, ["iterations", "fraction"], rows, cols)
         return Raster(n, d)
 
     @property

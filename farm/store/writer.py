@@ -5,8 +5,10 @@ so writing a tile means writing its bytes where HDF5 already expects them; the
 HDF5 library is never open for writing during a render. A batch of finished tiles
 is written in this order:
 
-1. each tile's chunk of ``iterations`` and ``fraction`` and its ``tiles/*`` entries
-   (``tiles/crc``, computed by the worker, covers the tile's bytes);
+1. each tile's chunk of ``iterations``, ``fraction`` and any other channel, as the
+   worker packed it (compressed, farm/store/codec.py, or raw), and its ``tiles/*``
+   entries (``tiles/crc``, computed by the worker, covers the stored bytes;
+   ``tiles/bytes``, their lengths);
 2. each tile's ``done`` byte (a one-byte write is atomic);
 3. for every frame whose tiles are now all done: its ``histogram`` row, then its
    ``frame_done`` byte.
@@ -42,7 +44,6 @@ import queue
 import signal
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,41 +52,30 @@ import h5py
 import numpy as np
 
 from farm.errors import StoreError
-from farm.plan import Channel, Plan
+from farm.plan import Plan
 from farm.store import layout, space
-
-
-def tile_crc(*arrays: np.ndarray) -> int:
-    """crc32 of a tile's channel arrays, in the plan's channel order (iterations, then
-    fraction, then any others), each tile-sized and row-major. Workers compute it, so
-    the master only writes it down."""
-    crc = 0
-    for arr in arrays:
-        crc = zlib.crc32(np.ascontiguousarray(arr).data, crc)
-    return crc
+from farm.store.chunks import Chunks
+from farm.store.codec import payload_crc, raw_crc
 
 
 @dataclass
 class Finished:
-    """A tile result as the writer takes it."""
+    """A tile result as the writer takes it: packed by the worker
+    (:func:`farm.store.codec.pack`)."""
 
     frame: int
     tile: int
-    arrays: dict[str, np.ndarray]  # channel name -> (height, width[, depth]) of the tile
+    payloads: list[bytes | memoryview]  # per channel, in the plan's order: the chunk as stored
     hist_bins: np.ndarray  # int64
     hist_counts: np.ndarray  # int64
     seconds: float  # device time
     rank: int
-    crc: int  # tile_crc of the arrays in channel order
+    crc: int  # tiles/crc (farm/store/codec.py)
     counters: tuple[float, ...] = ()  # the worker's running totals (farm.timeline)
 
     @property
-    def iterations(self) -> np.ndarray:
-        return self.arrays["iterations"]
-
-    @property
-    def fraction(self) -> np.ndarray:
-        return self.arrays["fraction"]
+    def nbytes(self) -> int:
+        return sum(len(p) for p in self.payloads)
 
 
 _SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h
@@ -126,37 +116,9 @@ def _crash_point(name: str, flagged: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _chunk_offsets(dset: h5py.Dataset, grid_nx: int, tw: int, th: int) -> np.ndarray:
-    """Byte offset of each tile's chunk, shape (F, T). Raises StoreError unless every
-    chunk is stored raw at full size (a store repacked with compression can be read,
-    but writing tiles in place would corrupt it)."""
-    f_count = dset.shape[0]
-    t_count = grid_nx * (-(-dset.shape[1] // th))
-    out = np.full((f_count, t_count), -1, dtype=np.int64)
-    full = th * tw * int(np.prod(dset.shape[3:])) * dset.dtype.itemsize
-    if dset.compression is not None or dset.chunks != (1, th, tw, *dset.shape[3:]):
-        raise StoreError(f"{dset.file.filename}: {dset.name} is compressed or re-chunked "
-                         "(repacked?); it can be read, not resumed")
-
-    def note(info) -> None:
-        if info.size != full or info.filter_mask:
-            raise StoreError(f"{dset.file.filename}: {dset.name} has a chunk of {info.size} "
-                             f"bytes, not {full}; it can be read, not resumed")
-        f, y, x = info.chunk_offset[:3]
-        out[f, (y // th) * grid_nx + x // tw] = info.byte_offset
-
-    if hasattr(dset.id, "chunk_iter"):
-        dset.id.chunk_iter(note)
-    else:
-        for i in range(dset.id.get_num_chunks()):
-            note(dset.id.get_chunk_info(i))
-    if (out < 0).any():
-        raise RuntimeError(f"{dset.name}: some chunks are not allocated")
-    return out
-
-
 class StoreWriter:
-    """Open store for raw writes (one per render, in the master)."""
+    """Open store for raw writes (one per render, in the master). ``codec`` is how the
+    store's chunks are encoded: the workers must pack tiles with it."""
 
     def __init__(self, path: str | os.PathLike[str], plan: Plan, workers: int = 1,
                  sync_every: float = 10.0):
@@ -167,14 +129,20 @@ class StoreWriter:
         with h5py.File(self.path, "r") as f:
             self.offsets = layout.offsets(f)
             self.channels = plan.channels
-            self.chunks = {c.name: _chunk_offsets(f[c.name], grid.nx, self.tw, self.th)
-                           for c in self.channels}
+            chunks = Chunks.open(f, self.channels, grid)
+            if chunks is None:
+                raise StoreError(f"{self.path}: its chunks are not the slots this farm writes "
+                                 "(repacked?); it can be read, not resumed")
+            self.chunks = chunks
+            self.codec = chunks.codec
             self.done = f["done"][...].astype(bool)
             self.flagged = int(self.done.sum())  # tiles whose done flag is on disk
             self.frame_done = f["frame_done"][...].astype(bool)
             runs = f["runs"][...]
-            # the (F, T) bookkeeping, mirrored here and written as whole row spans
-            self.meta = {name: f[name][...] for name in layout.TILE_META}
+            # the (F, T) bookkeeping (tiles/bytes: (F, T, C)), mirrored here and written
+            # as whole row spans
+            names = [*layout.TILE_META, *([layout.BYTES] if self.codec.compressed else [])]
+            self.meta = {name: f[name][...] for name in names}
         started = runs["started"]
         used = np.flatnonzero(started > 0)
         # tiles finished after this time may not be on disk after a power loss
@@ -217,29 +185,37 @@ class StoreWriter:
             n = os.pwrite(self.fd, view, offset)
             view, offset = view[n:], offset + n
 
-    def _tile_meta_offset(self, name: str, frame: int, tile: int) -> int:
-        """Offset of element (frame, tile) of a (F, T) dataset: tiles/* or done."""
-        itemsize = np.dtype(layout.TILE_META.get(name, "u1")).itemsize
-        return self.offsets[name] + (frame * self.tiles + tile) * itemsize
+    def _pwritev(self, parts: list, offset: int) -> None:
+        """Write ``parts`` one after another from ``offset`` (one system call, no join)."""
+        views = [memoryview(p).cast("B") for p in parts if len(p)]
+        while views:
+            n = os.pwritev(self.fd, views, offset)
+            offset += n
+            while views and n >= len(views[0]):
+                n -= len(views[0])
+                views.pop(0)
+            if views and n:
+                views[0] = views[0][n:]
 
-    def _chunk(self, arr: np.ndarray, channel: Channel) -> np.ndarray:
-        """The tile as its full chunk: the array itself, or padded for an edge tile."""
-        full = channel.shape(self.th, self.tw)
-        if arr.shape == full:
-            return np.ascontiguousarray(arr, dtype=channel.dtype)
-        buf = np.zeros(full, dtype=channel.dtype)
-        buf[: arr.shape[0], : arr.shape[1]] = arr
-        return buf
+    def _tile_meta_offset(self, name: str, frame: int, tile: int) -> int:
+        """Offset of tile (frame, tile)'s entry of a (F, T[, C]) dataset: tiles/* or done."""
+        per_tile = self.meta[name][0, 0].nbytes if name in self.meta else 1
+        return self.offsets[name] + (frame * self.tiles + tile) * per_tile
+
+    def _lengths(self, frame: int, tile: int) -> np.ndarray | None:
+        return self.meta[layout.BYTES][frame, tile] if self.codec.compressed else None
 
     def read_tile(self, frame: int, tile: int) -> dict[str, np.ndarray]:
         """Every channel of a stored tile, cropped to the image."""
         t = self.plan.grid.tile(tile)
-        out = {}
-        for c in self.channels:
-            raw = os.pread(self.fd, c.nbytes(self.th * self.tw), int(self.chunks[c.name][frame, tile]))
-            arr = np.frombuffer(raw, dtype=c.dtype).reshape(c.shape(self.th, self.tw))
-            out[c.name] = arr[: t.height, : t.width]
-        return out
+        chunks = self.chunks.tile_chunks(self.fd, frame, tile, self._lengths(frame, tile))
+        return {c.name: chunk[: t.height, : t.width] for c, chunk in zip(self.channels, chunks, strict=True)}
+
+    def stored_crc(self, frame: int, tile: int) -> int:
+        """The crc of a tile's bytes as they are in the file (``tiles/crc``'s definition)."""
+        if self.codec.compressed:
+            return payload_crc(self.chunks.payloads(self.fd, frame, tile, self._lengths(frame, tile)))
+        return raw_crc(list(self.read_tile(frame, tile).values()))
 
     # ------------------------------------------------------------------ writes
     def write(self, results: Iterable[Finished]) -> list[int]:
@@ -248,15 +224,20 @@ class StoreWriter:
         if not results:
             return []
         now = time.time()
+        slots, sizes = self.chunks.slots, self.chunks.slot_bytes
         for r in results:
             for k, c in enumerate(self.channels):
                 if k:
                     _crash_point("between-datasets", self.flagged)
-                self._pwrite(self._chunk(r.arrays[c.name], c), int(self.chunks[c.name][r.frame, r.tile]))
+                payload = r.payloads[k]
+                self._pwritev([payload, self.codec.trailer(len(payload), sizes[c.name])],
+                              int(slots[c.name][r.frame, r.tile]))
             for name, value in (("tiles/seconds", r.seconds), ("tiles/rank", r.rank),
                                 ("tiles/run", self.run), ("tiles/finished", now),
                                 ("tiles/crc", r.crc)):
                 self.meta[name][r.frame, r.tile] = value
+            if self.codec.compressed:
+                self.meta[layout.BYTES][r.frame, r.tile] = [len(p) for p in r.payloads]
         spans = self._row_spans(results)
         for name, values in self.meta.items():
             for frame, lo, hi in spans:
@@ -341,13 +322,11 @@ class StoreWriter:
     def verify(self, which: np.ndarray | None = None) -> list[tuple[int, int]]:
         """Check done tiles (``which``, default all) against their crc; clear ``done``
         where it fails."""
-        with h5py.File(self.path, "r") as f:
-            crcs = f["tiles/crc"][...]
+        crcs = self.meta["tiles/crc"]
         bad = []
         which = self.done if which is None else which & self.done
         for f_idx, t_idx in zip(*np.nonzero(which), strict=True):
-            arrays = self.read_tile(int(f_idx), int(t_idx))
-            if tile_crc(*(arrays[c.name] for c in self.channels)) != crcs[f_idx, t_idx]:
+            if self.stored_crc(int(f_idx), int(t_idx)) != crcs[f_idx, t_idx]:
                 bad.append((int(f_idx), int(t_idx)))
         for f_idx, t_idx in bad:
             self._pwrite(b"\x00", self._tile_meta_offset("done", f_idx, t_idx))
