@@ -82,13 +82,13 @@ def phases(run_row: dict) -> dict:
     return out
 
 
-def render_steps(job: Path, work: Path, root: Path, tag: str, video: bool) -> dict:
+def render_steps(job: Path, work: Path, root: Path, tag: str, video: bool, env: dict | None = None) -> dict:
     store, mp4 = work / f"{job.stem}-{tag}.h5", work / f"{job.stem}-{tag}.mp4"
     args = ["render", str(job), "--store", str(store), "--restart", "--quiet"]
     args += ["--video", str(mp4)] if video else ["--no-video"]
     for p in (store, mp4):
         p.unlink(missing_ok=True)
-    wall, _ = run([*farm(root), *args], cwd=root)
+    wall, _ = run([*farm(root), *args], cwd=root, env=env)
     row = {"wall_s": wall, **sizes(store), **phases(store_status(store, root)["run"])}
     if video:
         row["video_bytes"] = mp4.stat().st_size
@@ -194,6 +194,8 @@ def main() -> None:
     ap.add_argument("--steps", default="render,video,ffmpeg,encode,disk")
     ap.add_argument("--baseline", type=Path, help="a checkout of the version to compare with")
     ap.add_argument("--ks", default="1,2,4,8", help="processes / segments to try")
+    ap.add_argument("--video-ks", default="default",
+                    help="segments for the video step's renders (FARM_ENCODE_SEGMENTS), or default")
     ap.add_argument("--work", type=Path)
     args = ap.parse_args()
     steps = args.steps.split(",")
@@ -214,10 +216,16 @@ def main() -> None:
             if "render" in steps:
                 row[f"{tag}_render"] = render_steps(job, work, root, tag, video=False)
                 print(f"{job.stem} {tag} render: {json.dumps(row[f'{tag}_render'])}", flush=True)
-            if "video" in steps:
-                row[f"{tag}_video"] = render_steps(job, work, root, tag, video=True)
-                print(f"{job.stem} {tag} video: {json.dumps(row[f'{tag}_video'])}", flush=True)
+            for k in (args.video_ks.split(",") if "video" in steps else []):
+                env = {"FARM_ENCODE_SEGMENTS": k} if k != "default" and tag == "new" else {}
+                name = f"{tag}_video" + ("" if k == "default" else f"_k{k}")
+                if tag == "base" and k != "default":
+                    continue
+                row[name] = render_steps(job, work, root, tag, video=True, env=env)
+                print(f"{job.stem} {name}: {json.dumps(row[name])}", flush=True)
         store = work / f"{job.stem}-new.h5"
+        if "render" in steps and "video" in steps and store.exists():  # the last render had a video
+            run([*farm(ROOT), "render", str(job), "--store", str(store), "--restart", "--quiet", "--no-video"])
         if "ffmpeg" in steps and store.exists():
             raw, frames, w, h, settings = raw_frames(store, shm)
             row["plain_ffmpeg_s"] = {k: plain_ffmpeg(raw, frames, w, h, settings, k, work) for k in ks}

@@ -68,6 +68,7 @@ def main() -> None:
     t = step("prepare the last frame", t)
     renderer.render(plan.frames[-1], plan.grid.tile(0))
     t = step("render one tile of the last frame", t)
+    renderer.close()
     store.unlink()
     width = max(len(n) for n, _ in ROWS)
     for name, seconds in ROWS:

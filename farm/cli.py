@@ -49,7 +49,9 @@ def _add_render_options(p: argparse.ArgumentParser) -> None:
                    "interrupt)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     g = p.add_argument_group("scheduling")
-    g.add_argument("--depth", type=int, default=4, help="tiles held per worker (default 4)")
+    g.add_argument("--depth", type=int, default=16,
+                   help="most tiles a worker holds: queued, on its device, being packed (default 16; "
+                   "each worker asks for what it can use)")
     g.add_argument("--attempts", type=int, default=3, help="attempts per tile (default 3)")
     g.add_argument("--worker-timeout", type=float, default=300.0, metavar="S",
                    help="seconds a busy worker may stay silent (default 300)")
@@ -188,7 +190,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = 0
     from farm.schedule.transport import leave
 
-    return leave(status)
+    status = leave(status)
+    render = sys.modules.get("farm.compute.render")
+    if render is not None and render.kernels_abandoned():  # a stop left kernels running
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)  # without the OpenCL drivers' teardown, which would wait for them
+    return status
 
 
 # ---------------------------------------------------------------------------- commands

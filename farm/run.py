@@ -101,7 +101,13 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
     if check_space and limited is not plan:  # a longer histogram: the store grows
         space.check(path, layout.store_bytes(limited, codec), "output.store", replacing=restart)
     plan = limited
-    layout.create(path, plan, refs, codec)
+    try:
+        layout.create(path, plan, refs, codec)
+    except OSError as err:
+        if not space.is_disk_full(err):
+            raise
+        raise StoreError(f"output.store: {space.disk_full_reason(path, err)} while the store was "
+                         "created; nothing was rendered") from None
     return plan, refs, codec
 
 

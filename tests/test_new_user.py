@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import h5py
+import hdf5plugin  # noqa: F401 (h5py reads compressed stores)
 import numpy as np
 import pytest
 from conftest import assert_same_datasets, run_farm, wait_for_tiles
@@ -107,39 +108,57 @@ def test_a_store_too_big_for_its_disk_is_refused(tmp_path):
             """)
         validate = run_farm("validate", str(job))
         assert validate.returncode == 0, validate.stderr
-        size = re.search(r"store size ([\d.]+) MB when complete .* does not fit", validate.stdout)
+        size = re.search(r"store size ([\d.]+) MB when complete \(zstd, estimated: ([\d.]+) MB "
+                         r"uncompressed\) .* does not fit", validate.stdout)
         assert size, validate.stdout
         pixels = 4 * 640 * 480 * 8  # iterations and fraction, 4 bytes each
-        assert pixels / 1e6 <= float(size.group(1)) <= pixels / 1e6 + 0.5  # + bookkeeping
+        assert pixels / 1e6 <= float(size.group(2)) <= pixels / 1e6 + 0.5  # + bookkeeping
+        assert pixels / 5e6 < float(size.group(1)) < pixels / 2e6  # compressed: an estimate
         result = run_farm("render", str(job), "--quiet")
         one_line_error(result, EXIT_USAGE, "output.store", f"needs {size.group(1)} MB",
                        "--ignore-free-space")
         assert list(small.iterdir()) == []
 
 
-def test_a_disk_that_fills_stops_the_render_and_resume_finishes_it(tmp_path):
+@pytest.mark.parametrize("compression,size,tile", [("none", (256, 128), 64), ("zstd", (768, 384), 192)])
+def test_a_disk_that_fills_stops_the_render_and_resume_finishes_it(tmp_path, compression, size, tile):
     """A full disk mid-render stops like an interrupt (exit 75, one line), keeps every
-    finished tile, and a resume once there is space ends identical to a plain render."""
-    extra = "[render]\ntile = [64, 64]\n"
-    ref_job = minimal_job(tmp_path / "ref.toml", (256, 128), frames=20, extra=extra)
+    finished tile, and a resume once there is space ends identical to a plain render
+    (raw and compressed stores: a compressed one is larger here, so that it fills 3 MB)."""
+    extra = f"[render]\ntile = [{tile}, {tile}]\n[output]\ncompression = \"{compression}\"\n"
+    tiles = 20 * (size[0] // tile) * (size[1] // tile)
+    ref_job = minimal_job(tmp_path / "ref.toml", size, frames=20, extra=extra)
     assert run_farm("render", str(ref_job), "--no-video", "--quiet", cwd=tmp_path).returncode == 0
     with small_filesystem(tmp_path / "disk", "3m") as disk:
-        job = minimal_job(tmp_path / "full.toml", (256, 128), frames=20, extra=extra + f"""
-            [output]
-            store = "{disk / 'z.h5'}"
-            """)
+        job = minimal_job(tmp_path / "full.toml", size, frames=20, extra=extra.replace(
+            "[output]\n", f"[output]\nstore = \"{disk / 'z.h5'}\"\n"))
         result = run_farm("render", str(job), "--no-video", "--quiet", "--ignore-free-space")
         assert result.returncode == EXIT_INTERRUPTED, result.stderr
         last = result.stderr.strip().splitlines()[-1]
         assert "is full" in last and "farm resume" in last, result.stderr
         with h5py.File(disk / "z.h5") as f:
             kept = int(f["done"][...].sum())
-        assert 0 < kept < 20 * 8
-        subprocess.run(["mount", "-o", "remount,size=8m", str(disk)], check=True)
+        assert 0 < kept < tiles
+        subprocess.run(["mount", "-o", "remount,size=32m", str(disk)], check=True)
         result = run_farm("resume", str(disk / "z.h5"), "--no-video", "--quiet")
         assert result.returncode == 0, result.stderr
         assert_same_datasets(disk / "z.h5", tmp_path / "renders" / "ref.h5",
                              ("iterations", "fraction", "histogram", "done", "frame_done"))
+
+
+def test_a_disk_that_fills_while_the_store_is_created(tmp_path):
+    """--ignore-free-space on a disk too small even for the new store's bookkeeping (each
+    compressed slot's first block is written at creation): one line, nothing left."""
+    with small_filesystem(tmp_path / "tiny", "1m") as tiny:
+        job = minimal_job(tmp_path / "tiny.toml", (768, 384), frames=2, extra=f"""
+            [render]
+            tile = [16, 16]
+            [output]
+            store = "{tiny / 'z.h5'}"
+            """)
+        result = run_farm("render", str(job), "--no-video", "--quiet", "--ignore-free-space")
+        one_line_error(result, EXIT_USAGE, "output.store", "is full", "while the store was created")
+        assert list(tiny.iterdir()) == []
 
 
 def test_two_renders_of_one_store_cannot_run_at_once(tmp_path):

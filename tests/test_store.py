@@ -3,8 +3,8 @@ farm's own reader, histograms, resume aids."""
 
 from __future__ import annotations
 
-import hdf5plugin  # noqa: F401 (registers the zstd filter: h5py reads compressed stores)
 import h5py
+import hdf5plugin  # noqa: F401 (registers the zstd filter: h5py reads compressed stores)
 import numpy as np
 import pytest
 from conftest import make_spec

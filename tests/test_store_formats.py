@@ -12,9 +12,8 @@ import gzip
 import shutil
 from pathlib import Path
 
-import hdf5plugin  # noqa: F401 (registers the zstd filter for h5py)
 import h5py
-import numpy as np
+import hdf5plugin  # noqa: F401 (registers the zstd filter for h5py)
 import pytest
 from conftest import assert_same_datasets, job_text, run_farm
 

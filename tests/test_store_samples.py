@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import signal
 
-import hdf5plugin  # noqa: F401 (registers the zstd filter for h5py)
 import h5py
+import hdf5plugin  # noqa: F401 (registers the zstd filter for h5py)
 import numpy as np
 import pytest
 from conftest import job_text, run_farm, tiles_done

@@ -49,6 +49,10 @@ class _Lane:
         self.queue = cl.CommandQueue(ctx)
         self.kernel = cl.Kernel(program, "colour")
         self.buffers: dict[str, cl.Buffer] = {}
+        # the frame's uploads' events, kept until its colours are read back: pyopencl's
+        # event of a copy from host memory waits for the copy when it is deleted, holding
+        # the interpreter lock (every other frame thread would stall meanwhile)
+        self.pending: list[cl.Event] = []
 
     def buffer(self, name: str, nbytes: int, flags: int) -> cl.Buffer:
         """The lane's buffer ``name`` of at least ``nbytes`` (reallocated when it grows)."""
@@ -61,7 +65,7 @@ class _Lane:
         """``array`` into the lane's buffer ``name``, enqueued without waiting."""
         host = np.ascontiguousarray(array)
         buf = self.buffer(name, host.nbytes, cl.mem_flags.READ_ONLY)
-        cl.enqueue_copy(self.queue, buf, host, is_blocking=False)
+        self.pending.append(cl.enqueue_copy(self.queue, buf, host, is_blocking=False))
         return buf
 
 
@@ -116,7 +120,8 @@ class ClColourer:
                     np.float32(style.line_width / 2 + 0.5 if style.line_width > 0 else 0.0),
                     np.float32(style.relief), np.float32(SHADE_GLOSS), light,
                     np.array([*style.interior, 0], np.uint8), np.array([*style.line, 0], np.uint8))
-        cl.enqueue_copy(lane.queue, out, rgb, is_blocking=True)  # in order: after the kernel
+        cl.wait_for_events([cl.enqueue_copy(lane.queue, out, rgb, is_blocking=False)])  # lock released
+        lane.pending.clear()  # complete: an in-order queue ran them before the read-back
         return out
 
 

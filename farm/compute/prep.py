@@ -231,13 +231,16 @@ def _serve() -> None:
     requests = sys.stdin.buffer
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, not into the replies
-    builder = FrameBuilder(*pickle.load(requests))
+    try:
+        builder = FrameBuilder(*pickle.load(requests))
+    except (EOFError, pickle.UnpicklingError):  # the parent went away before it finished asking
+        return
     pickle.dump((READY, True, None), replies)
     replies.flush()
     while True:
         try:
             request, index = pickle.load(requests)
-        except EOFError:
+        except (EOFError, pickle.UnpicklingError):  # the parent is gone (or went mid-request)
             return
         try:
             reply = (request, True, builder.build(builder.plan.frames[index]))

@@ -537,18 +537,30 @@ def polar_offsets(plan: Plan, region: Region) -> tuple[np.ndarray, int, np.ndarr
 
 
 _abandoned: queue.SimpleQueue = queue.SimpleQueue()
+_waiting = [0]  # abandoned batches whose commands may still run
+_waiting_lock = threading.Lock()
 
 
 def _reap() -> None:
     """Keeps abandoned launches (and their renderer) alive until their commands are
     complete, waiting in clWaitForEvents with the interpreter lock released, then lets
-    them go. A daemon thread: at exit it is simply left waiting."""
+    them go. A daemon thread: a process that ends while it waits ends without the
+    drivers' teardown (:func:`kernels_abandoned`, farm/cli.py)."""
     while True:
         owner, launches = _abandoned.get()
         events = [e for launch in launches for e in (*launch.events, *launch.readbacks)]
         with contextlib.suppress(Exception):  # a device error: the objects can go all the same
             cl.wait_for_events(events)
         del owner, launches, events
+        with _waiting_lock:
+            _waiting[0] -= 1
+
+
+def kernels_abandoned() -> bool:
+    """Whether commands a stop abandoned may still run on a device: the process must then
+    end with os._exit, since an OpenCL driver's teardown at exit would wait for them (or,
+    PoCL, abort the process)."""
+    return _waiting[0] > 0
 
 
 @functools.cache
@@ -560,6 +572,8 @@ def _reaper() -> threading.Thread:
 
 def _abandon(owner: TileRenderer, launches: list[_Launch]) -> None:
     _reaper()
+    with _waiting_lock:
+        _waiting[0] += 1
     _abandoned.put((owner, launches))
 
 

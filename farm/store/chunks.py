@@ -118,7 +118,8 @@ class Chunks:
             out.append(self.codec.decode(data, c.dtype, c.shape(th, tw)))
         return out
 
-    def payloads(self, fd: int, frame: int, tile: int, lengths: Sequence[int] | np.ndarray | None) -> list[bytes]:
+    def payloads(self, fd: int, frame: int, tile: int,
+                 lengths: Sequence[int] | np.ndarray | None) -> list[bytes]:
         """The tile's stored bytes per channel, as written (for its checksum)."""
         th, tw = self.grid.tile_h, self.grid.tile_w
         out = []
