@@ -224,8 +224,6 @@ def main() -> None:
                 row[name] = render_steps(job, work, root, tag, video=True, env=env)
                 print(f"{job.stem} {name}: {json.dumps(row[name])}", flush=True)
         store = work / f"{job.stem}-new.h5"
-        if "render" in steps and "video" in steps and store.exists():  # the last render had a video
-            run([*farm(ROOT), "render", str(job), "--store", str(store), "--restart", "--quiet", "--no-video"])
         if "ffmpeg" in steps and store.exists():
             raw, frames, w, h, settings = raw_frames(store, shm)
             row["plain_ffmpeg_s"] = {k: plain_ffmpeg(raw, frames, w, h, settings, k, work) for k in ks}
