@@ -137,8 +137,9 @@ def test_a_render_with_a_helper_process_writes_the_same_store(write_job):
 
 
 def test_the_developer_knobs_reach_either_device(monkeypatch):
-    """LaunchConfig.for_device: GPUs prepare frames in two helper processes (fewer
-    where the process may use fewer than three cores) and take
+    """LaunchConfig.for_device: GPUs prepare frames in helper processes, a quarter of
+    the cores and at least two (fewer where the process may use fewer than three
+    cores), and take
     skips from 8 steps, CPUs on a thread from 32 steps, both with degree-4 tables; the
     knobs FARM_PREP_PROCESSES, FARM_MIN_SKIP_LEVEL and FARM_SKIP_DEGREE override each
     (on GPUs a -DBLA_MIN_LEVEL in FARM_CL_OPTIONS would not: LaunchConfig's own option
@@ -153,7 +154,7 @@ def test_the_developer_knobs_reach_either_device(monkeypatch):
     monkeypatch.setattr("os.sched_getaffinity", lambda _pid: set(range(16)))  # a GPU host
     got = [(c.prep_processes, c.min_skip_level, c.high_degree)
            for c in (LaunchConfig.for_device(gpu), LaunchConfig.for_device(cpu))]
-    assert got == [(2, 3, True), (0, 5, True)]
+    assert got == [(4, 3, True), (0, 5, True)]
     monkeypatch.setenv("FARM_PREP_PROCESSES", "3")
     monkeypatch.setenv("FARM_MIN_SKIP_LEVEL", "4")
     monkeypatch.setenv("FARM_SKIP_DEGREE", "2")
@@ -161,6 +162,6 @@ def test_the_developer_knobs_reach_either_device(monkeypatch):
            for c in (LaunchConfig.for_device(gpu), LaunchConfig.for_device(cpu))]
     assert got == [(3, 4, False), (3, 4, False)]
     monkeypatch.delenv("FARM_PREP_PROCESSES")
-    for cores, helpers in ((1, 0), (2, 1), (3, 2), (64, 2)):  # the renderer keeps a core
+    for cores, helpers in ((1, 0), (2, 1), (3, 2), (8, 2), (16, 4), (64, 16)):  # the renderer keeps a core
         monkeypatch.setattr("os.sched_getaffinity", lambda _pid, n=cores: set(range(n)))
         assert LaunchConfig.for_device(gpu).prep_processes == helpers

@@ -138,19 +138,20 @@ class Statistics:
 
     def stats(self, f: int, histogram: Callable[[int], np.ndarray]) -> FrameStats:
         """Frame ``f``'s statistics; ``histogram(g)`` reads frame g's histogram row
-        (called only for frames of the window not seen before). The CDF is the window's
-        weighted average; ``mu_low`` the local linear fit of the frames' own quantiles
-        (the quantile of an averaged CDF would follow the shallowest frame)."""
+        (called only for frames of the window not seen before, outside the lock, so that
+        frame threads read their rows at once). The CDF is the window's weighted average;
+        ``mu_low`` the local linear fit of the frames' own quantiles (the quantile of an
+        averaged CDF would follow the shallowest frame)."""
         with self._lock:
-            have = {g: self._cdf(g, histogram) for g in self.needs(f)}
+            missing = [g for g in self.needs(f) if g not in self._cdfs]
+        made = {g: trimmed_cdf(histogram(g)) for g in missing}
+        with self._lock:
+            for g, c in made.items():
+                if g not in self._cdfs:
+                    self._cdfs[g], self._lows[g] = c, quantile(c, LOW_QUANTILE)
+            have = {g: self._cdfs[g] for g in self.needs(f)}
             lows = {g: self._lows[g] for g in have}
         return FrameStats(f, average(have, f, self.radius), local_linear(lows, f, self.radius))
-
-    def _cdf(self, g: int, histogram: Callable[[int], np.ndarray]) -> np.ndarray:
-        if g not in self._cdfs:
-            self._cdfs[g] = trimmed_cdf(histogram(g))
-            self._lows[g] = quantile(self._cdfs[g], LOW_QUANTILE)
-        return self._cdfs[g]
 
     def forget_before(self, f: int) -> None:
         """Drop CDFs that no window of frame ``f`` or later needs."""

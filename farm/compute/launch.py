@@ -53,10 +53,11 @@ class LaunchConfig:
     knob).
 
     ``prep_processes``: frames are prepared (farm/compute/prep.py) in that many helper
-    processes, or on a thread when 0. GPUs: 2 (on a thread, the GPU waited for the
-    tables, and one helper builds a table in about the time an H200 renders the 1080p
-    frame: BENCHMARKS.md, "The whole job on the GPU"), at most the cores this process
-    may use less one (a small Slurm allocation: the renderer keeps a core); CPUs: 0
+    processes, or on a thread when 0. GPUs: a quarter of the cores this process may
+    use, at least 2 (on a thread, the GPU waited for the tables, and one helper builds a
+    table in about the time an H200 renders the 1080p frame: BENCHMARKS.md, "The whole
+    job on the GPU"; two held a fast 360-frame 1080p zoom back on an H100), at most the
+    cores less one (a small Slurm allocation: the renderer keeps a core); CPUs: 0
     (the kernel has the cores). FARM_PREP_PROCESSES overrides either choice (a
     developer knob).
     """
@@ -88,7 +89,7 @@ class LaunchConfig:
             return cls(local_size=256, groups_per_unit=int(groups or 32),
                        min_skip_level=int(level or 3),
                        interior=False, high_degree=high,
-                       prep_processes=int(helpers or min(2, cores - 1)),
+                       prep_processes=int(helpers or min(max(2, cores // 4), cores - 1)),
                        pixel_blocks=os.environ.get("FARM_PIXEL_BLOCKS", "") != "0")
         lanes = int(os.environ.get("FARM_PERTURB_LANES", "") or 8)
         return cls(local_size=64, groups_per_unit=int(groups or 4), lanes=lanes,

@@ -178,7 +178,8 @@ class FramePrep:
     recent frames are kept; a frame whose preparation failed is prepared again when it
     is asked for again. Thread-safe."""
 
-    KEEP = 8
+    KEEP = 32  # more than a worker holds ahead (farm/schedule/worker.py: capacity), or
+    # frames would be dropped before their launch and built twice
 
     def __init__(self, plan: Plan, references: References | None, skipping: bool = True,
                  threads: int = 1, interior: bool = True, high_degree: bool = True,

@@ -156,7 +156,8 @@ class SegmentedSink:
                                      threads=threads, faststart=False)
                 self.sinks.append(FrameSink(store_path, output, style, smoothing,
                                             range(self.cuts[k], self.cuts[k + 1]),
-                                            colourer=colourer, bar=shared))
+                                            colourer=colourer, bar=shared,
+                                            threads=max(2, 8 // len(self.parts))))
         except BaseException:
             self.abort()
             raise

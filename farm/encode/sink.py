@@ -85,8 +85,10 @@ class FrameSink:
     """Colours the frames ``frames`` (default: all) of the store at ``store_path`` with
     ``style`` and hands them to ``output`` as they become complete.
 
-    ``threads``: frames coloured at once (reading the next while one is coloured;
-    for PNG outputs, one per core so that compression uses them all). ``progress``:
+    ``threads``: frames read and coloured at once (for a video, half the cores, 3 to 8:
+    a frame's reading, decoding and colouring wait on the disk, the GPU and each other,
+    and the encoder wants frames at its own pace; for PNG outputs, one per core so that
+    compression uses them all). ``progress``:
     draw a progress bar; ``bar``: advance this one instead (shared with other sinks)."""
 
     def __init__(self, store_path: str | os.PathLike[str], output: Output, style: Style,
@@ -107,7 +109,7 @@ class FrameSink:
         if threads is None:
             from farm.color.render import default_threads
 
-            threads = 3 if output.ordered else default_threads()
+            threads = min(8, max(3, default_threads() // 2)) if output.ordered else default_threads()
         self.threads = max(1, threads)
         self.error: BaseException | None = None
         # for the render's timeline: seconds colouring (summed over frame threads), seconds

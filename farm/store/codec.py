@@ -69,16 +69,24 @@ def compress_bound(n: int) -> int:
 
 
 def shuffle(chunk: np.ndarray) -> np.ndarray:
-    """HDF5's shuffle of a contiguous array: byte k of every element, for k = 0, 1, ..."""
+    """HDF5's shuffle of a contiguous array: byte k of every element, for k = 0, 1, ...
+    (one plane at a time: a whole transposed copy was 4x slower)."""
     size = chunk.dtype.itemsize
-    return np.ascontiguousarray(chunk.reshape(-1).view(np.uint8).reshape(-1, size).T)
+    elements = np.ascontiguousarray(chunk).reshape(-1).view(np.uint8).reshape(-1, size)
+    out = np.empty((size, len(elements)), np.uint8)
+    for k in range(size):
+        out[k] = elements[:, k]
+    return out
 
 
 def unshuffle(data: bytes | memoryview | np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     """The inverse of :func:`shuffle`: an array of ``dtype`` and ``shape``."""
     size = np.dtype(dtype).itemsize
     planes = np.frombuffer(data, dtype=np.uint8).reshape(size, -1)
-    return np.ascontiguousarray(planes.T).view(dtype).reshape(shape)
+    out = np.empty((planes.shape[1], size), np.uint8)
+    for k in range(size):
+        out[:, k] = planes[k]
+    return out.view(dtype).reshape(shape)
 
 
 _local = threading.local()  # zstd contexts are not shared between threads

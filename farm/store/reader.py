@@ -13,6 +13,7 @@ read both methods alike. ``units``, ``unit_done``, ``unit``, ``strip_rows`` and
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from pathlib import Path
@@ -37,6 +38,13 @@ from farm.synth import Raster
 _CHUNKS: dict[tuple, Chunks | None] = {}
 
 
+@functools.lru_cache(maxsize=16)
+def _parsed(text: str, source: str) -> specmod.JobSpec:
+    """A stored spec, parsed once per process (the video's frame threads open the store
+    for every frame)."""
+    return specmod.parse_text(text, source=source)
+
+
 class Store:
     """A store opened for reading. Use as a context manager."""
 
@@ -57,7 +65,7 @@ class Store:
             raise StoreError(f"store: {path} is not a zoomfarm store (no format {layout.FORMAT!r})")
         self.format = str(found)
         self.spec_text = str(self.file.attrs["spec"])
-        self.spec = specmod.parse_text(self.spec_text, source=f"{path}:spec")
+        self.spec = _parsed(self.spec_text, f"{path}:spec")
         self.method = str(self.file.attrs.get("method", "frames"))
         self._plan: Plan | None = None
         self._fd = -1  # for reading chunks directly (farm/store/chunks.py)
