@@ -225,7 +225,10 @@ def main() -> None:
                 print(f"{job.stem} {name}: {json.dumps(row[name])}", flush=True)
         store = work / f"{job.stem}-new.h5"
         if "ffmpeg" in steps and store.exists():
+            t0 = time.perf_counter()
             raw, frames, w, h, settings = raw_frames(store, shm)
+            row["colour_only_s"] = time.perf_counter() - t0  # read, decode, colour: no encoder
+            print(f"{job.stem} colouring alone into raw RGB: {row['colour_only_s']:.2f} s", flush=True)
             row["plain_ffmpeg_s"] = {k: plain_ffmpeg(raw, frames, w, h, settings, k, work) for k in ks}
             raw.unlink()
             print(f"{job.stem} plain ffmpeg ({frames} frames): {row['plain_ffmpeg_s']}", flush=True)

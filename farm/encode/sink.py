@@ -7,8 +7,9 @@ whose tiles are all stored (a finished store: every frame, up front), then
 
 Frame ``f`` is coloured once ``f`` and every frame of its colouring window
 (``f-K .. f+K``, ``K = color.smoothing``) are complete. Its raw data and histograms
-are read through the store reader (:meth:`farm.store.reader.Store.raw`), opening the
-store afresh for each frame (HDF5's caches never see a half-written region). Work is
+are read through one store reader kept open for the sink's life
+(:meth:`farm.store.reader.Store.raw`): what a render changes under it (tiles, their
+lengths, histogram rows, done flags) it reads with pread, past HDF5's caches. Work is
 off the caller's thread: a scheduler thread hands ready frames, in output order, to a
 few frame threads (read, colour on every core, and for PNG outputs compress and
 write); for a video it then pipes the coloured frames to ffmpeg in order.
@@ -96,10 +97,13 @@ class FrameSink:
                  colourer: Colourer | None = None, threads: int | None = None,
                  progress: bool = False, bar: Bar | None = None):
         self.store_path = Path(store_path)
-        with Store(self.store_path) as store:
-            self.total = store.frames
+        # one reader for the sink's life, shared by its frame threads: what a render
+        # changes it reads past HDF5's caches (farm/store/reader.py, Store._live)
+        self.store = Store(self.store_path)
+        self.total = self.store.frames
         self.order = sorted(set(range(self.total) if frames is None else frames))
         if self.order and not 0 <= self.order[0] <= self.order[-1] < self.total:
+            self.store.close()
             raise StoreError(f"store {store_path}: has frames 0..{self.total - 1}")
         self.output, self.style = output, style
         self.stats = Statistics(self.total, smoothing)
@@ -142,6 +146,7 @@ class FrameSink:
             self._cond.notify_all()
         self._thread.join()
         self._pool.shutdown(wait=True)
+        self.store.close()
         if self.error is not None:
             self.output.abort()
             raise self.error
@@ -156,6 +161,7 @@ class FrameSink:
             self._cond.notify_all()
         self._thread.join()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self.store.close()
         self.output.abort()
         if self._bar:
             self._bar.close()
@@ -224,9 +230,8 @@ class FrameSink:
         """Read, colour and (unordered outputs) write frame ``f``; on a frame thread."""
         if TEST_DELAY:
             time.sleep(TEST_DELAY)
-        with Store(self.store_path) as store:
-            stats = self.stats.stats(f, store.histogram)
-            raw = store.raw(f)
+        stats = self.stats.stats(f, self.store.histogram)
+        raw = self.store.raw(f)
         self.stats.forget_before(f - self.threads)
         t0 = time.perf_counter()
         assert self.colourer is not None  # made before the first frame is submitted

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,10 @@ class Store:
         self.spec = _parsed(self.spec_text, f"{path}:spec")
         self.method = str(self.file.attrs.get("method", "frames"))
         self._plan: Plan | None = None
-        self._fd = -1  # for reading chunks directly (farm/store/chunks.py)
+        self._fd = -1  # for reading chunks and the rows a render changes directly
+        self._offset_map: dict[str, int] | None = None
+        self._fd_lock = threading.Lock()
+        self._chunk_key: tuple | None = None
 
     def __enter__(self) -> Store:
         return self
@@ -90,8 +94,11 @@ class Store:
 
     def _chunks(self) -> Chunks | None:
         """The store's chunk slots, found once per process (None: read through h5py)."""
-        stat = os.stat(self.path)
-        key = (os.path.realpath(self.path), stat.st_dev, stat.st_ino, str(self.file.attrs.get("created")))
+        if self._chunk_key is None:
+            stat = os.stat(self.path)
+            created = str(self.file.attrs.get("created"))
+            self._chunk_key = (os.path.realpath(self.path), stat.st_dev, stat.st_ino, created)
+        key = self._chunk_key
         if key not in _CHUNKS:
             spec = self.spec
             channels = channels_for(spec.image.samples, spec.render.distance)
@@ -106,10 +113,8 @@ class Store:
         chunks = self._chunks()
         if chunks is None:
             return [self.file[n][frame, rows, cols] for n in names]
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDONLY)
-        lengths = self.file[layout.BYTES][frame] if chunks.codec.compressed else None
-        return read_blocks(chunks, self._fd, frame, names, lengths, rows, cols)
+        lengths = self._live(layout.BYTES, frame) if chunks.codec.compressed else None
+        return read_blocks(chunks, self._reader_fd(), frame, names, lengths, rows, cols)
 
     # ------------------------------------------------------------------ plan
     def plan(self) -> Plan:
@@ -149,13 +154,43 @@ class Store:
         """Rendered frames (expmap: units): the first axis of the pixel datasets."""
         return int(self.file["iterations"].shape[0])
 
+    def _live(self, name: str, index: int | None = None) -> np.ndarray:
+        """Dataset ``name`` (or its row ``index``) as it is in the file now. The writer
+        changes these (done flags, histogram rows, tiles/bytes) with raw writes while a
+        render runs, so they are read with pread, past HDF5's caches: a reader may stay
+        open for a whole render (the video's). Through h5py when the dataset is not
+        stored in place (a repacked store)."""
+        dset = self.file[name]
+        offset = self._offsets().get(name)
+        if offset is None:
+            return dset[...] if index is None else dset[index]
+        shape = dset.shape if index is None else dset.shape[1:]
+        count = int(np.prod(shape))
+        start = offset + (0 if index is None else index * count * dset.dtype.itemsize)
+        data = os.pread(self._reader_fd(), count * dset.dtype.itemsize, start)
+        return np.frombuffer(data, dtype=dset.dtype).reshape(shape)
+
+    def _offsets(self) -> dict[str, int]:
+        if self._offset_map is None:
+            try:
+                self._offset_map = layout.offsets(self.file)
+            except StoreError:
+                self._offset_map = {}
+        return self._offset_map
+
+    def _reader_fd(self) -> int:
+        with self._fd_lock:  # the video's frame threads share one reader
+            if self._fd < 0:
+                self._fd = os.open(self.path, os.O_RDONLY)
+            return self._fd
+
     def done(self) -> np.ndarray:
         """bool (units, tiles): which tiles are stored."""
-        return self.file["done"][...].astype(bool)
+        return self._live("done").astype(bool)
 
     def unit_done(self) -> np.ndarray:
         """bool (units,): which rendered frames (expmap: units) are complete."""
-        return self.file["frame_done"][...].astype(bool)
+        return self._live("frame_done").astype(bool)
 
     def frame_done(self) -> np.ndarray:
         """bool (frames,): which video frames can be read (expmap: their units are
@@ -180,7 +215,7 @@ class Store:
         """Frame f's count histogram, int64 (N,), N = the store's histogram length."""
         if self.expmap:
             return self.raw(frame).histogram
-        return self.file["histogram"][frame]
+        return self._live("histogram", frame)
 
     def channel(self, name: str, frame: int) -> np.ndarray:
         """One per-pixel channel of a frame: (H, W) or (H, W, depth)."""
