@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -41,11 +42,21 @@ sys.path.insert(0, str(ROOT))
 JOBS = [ROOT / "benchmarks/jobs/minibrot_1080p.toml", ROOT / "benchmarks/jobs/heavy_1080p.toml"]
 
 
+CPU = {"last": 0.0}  # CPU seconds (user + system) of the last command and its children
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run(cmd: list[str], cwd: Path = ROOT, env: dict | None = None) -> tuple[float, str]:
-    """(wall seconds, stderr) of a command that must succeed."""
-    t0 = time.perf_counter()
+    """(wall seconds, stderr) of a command that must succeed; its CPU seconds, with its
+    children's (ffmpeg), go to CPU["last"]."""
+    t0, c0 = time.perf_counter(), children_cpu()
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     wall = time.perf_counter() - t0
+    CPU["last"] = children_cpu() - c0
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return wall, proc.stderr
@@ -145,7 +156,7 @@ def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int,
     size = w * h * 3
     cuts = [frames * i // k for i in range(k + 1)]
     procs = []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), children_cpu()
     for i in range(k):
         n = cuts[i + 1] - cuts[i]
         cmd = [ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24",
@@ -174,6 +185,7 @@ def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int,
     for proc, _, _ in procs:
         if proc.wait() != 0:
             raise SystemExit("plain ffmpeg failed")
+    CPU["last"] = children_cpu() - c0
     return time.perf_counter() - t0
 
 
@@ -229,16 +241,21 @@ def main() -> None:
             raw, frames, w, h, settings = raw_frames(store, shm)
             row["colour_only_s"] = time.perf_counter() - t0  # read, decode, colour: no encoder
             print(f"{job.stem} colouring alone into raw RGB: {row['colour_only_s']:.2f} s", flush=True)
-            row["plain_ffmpeg_s"] = {k: plain_ffmpeg(raw, frames, w, h, settings, k, work) for k in ks}
+            row["plain_ffmpeg_s"], row["plain_ffmpeg_cpu_s"] = {}, {}
+            for k in ks:
+                row["plain_ffmpeg_s"][k] = plain_ffmpeg(raw, frames, w, h, settings, k, work)
+                row["plain_ffmpeg_cpu_s"][k] = CPU["last"]
             raw.unlink()
-            print(f"{job.stem} plain ffmpeg ({frames} frames): {row['plain_ffmpeg_s']}", flush=True)
+            print(f"{job.stem} plain ffmpeg ({frames} frames): {row['plain_ffmpeg_s']} "
+                  f"(CPU s: {row['plain_ffmpeg_cpu_s']})", flush=True)
         if "encode" in steps and store.exists():
-            row["encode_s"] = {}
+            row["encode_s"], row["encode_cpu_s"] = {}, {}
             for k in [0, *ks]:
                 env = {"FARM_ENCODE_SEGMENTS": str(k)} if k else {}
                 wall, _ = run([*farm(ROOT), "encode", str(store), "--video", str(work / "enc.mp4")], env=env)
                 row["encode_s"][k or "default"] = wall
-            print(f"{job.stem} farm encode: {row['encode_s']}", flush=True)
+                row["encode_cpu_s"][k or "default"] = CPU["last"]
+            print(f"{job.stem} farm encode: {row['encode_s']} (CPU s: {row['encode_cpu_s']})", flush=True)
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "datapath.json").write_text(json.dumps(results, indent=1))
     print(json.dumps(results, indent=1))

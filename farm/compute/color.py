@@ -48,7 +48,7 @@ class _Lane:
         self.ctx = ctx
         self.queue = cl.CommandQueue(ctx)
         self.kernel = cl.Kernel(program, "colour")
-        self.buffers: dict[str, cl.Buffer] = {}
+        self.buffers: dict[str, tuple[cl.Buffer, int]] = {}  # name -> (buffer, its bytes)
         # the frame's uploads' events, kept until its colours are read back: pyopencl's
         # event of a copy from host memory waits for the copy when it is deleted, holding
         # the interpreter lock (every other frame thread would stall meanwhile)
@@ -56,9 +56,11 @@ class _Lane:
 
     def buffer(self, name: str, nbytes: int, flags: int) -> cl.Buffer:
         """The lane's buffer ``name`` of at least ``nbytes`` (reallocated when it grows)."""
-        buf = self.buffers.get(name)
-        if buf is None or buf.size < nbytes:
-            buf = self.buffers[name] = cl.Buffer(self.ctx, flags, max(nbytes, 8))
+        buf, size = self.buffers.get(name, (None, 0))
+        if buf is None or size < nbytes:  # half as much again: a CDF grows a little every frame
+            size = max(nbytes + nbytes // 2, 8)
+            buf = cl.Buffer(self.ctx, flags, size)
+            self.buffers[name] = (buf, size)
         return buf
 
     def upload(self, name: str, array: np.ndarray) -> cl.Buffer:

@@ -100,22 +100,25 @@ class Chunks:
         return cls(tuple(channels), grid, codec, slots, {k: codec.slot_bytes(v) for k, v in raw.items()})
 
     def tile_chunks(self, fd: int, frame: int, tile: int, lengths: Sequence[int] | np.ndarray | None,
-                    which: Sequence[int] | None = None) -> list[np.ndarray]:
+                    which: Sequence[int] | None = None, into: np.ndarray | None = None) -> list[np.ndarray]:
         """Channels ``which`` (indices, default all) of a tile as full chunks (zeros
         beyond the image at edge tiles), read from the open file ``fd``; ``lengths`` are
-        the tile's ``tiles/bytes`` (compressed stores)."""
+        the tile's ``tiles/bytes`` (compressed stores). ``into``: where the one channel
+        asked for goes (C-contiguous, the chunk's shape)."""
         out = []
         th, tw = self.grid.tile_h, self.grid.tile_w
         for k in range(len(self.channels)) if which is None else which:
             c = self.channels[k]
             n = int(lengths[k]) if self.codec.compressed and lengths is not None else c.nbytes(th * tw)
             if n == 0:  # never written (compressed stores): the slot's empty chunk, zeros
-                out.append(np.zeros(c.shape(th, tw), c.dtype))
+                chunk = np.zeros(c.shape(th, tw), c.dtype) if into is None else into
+                chunk[...] = 0
+                out.append(chunk)
                 continue
             data = os.pread(fd, n, int(self.slots[c.name][frame, tile]))
             if len(data) < n:
                 raise StoreError(f"tile ({frame}, {tile}) of {c.name}: the file ends inside it")
-            out.append(self.codec.decode(data, c.dtype, c.shape(th, tw)))
+            out.append(self.codec.decode(data, c.dtype, c.shape(th, tw), into))
         return out
 
     def payloads(self, fd: int, frame: int, tile: int,
@@ -140,12 +143,17 @@ def read_blocks(chunks: Chunks, fd: int, frame: int, names: Sequence[str], lengt
     x0, x1, _ = cols.indices(grid.width)
     index = {c.name: k for k, c in enumerate(chunks.channels)}
     wanted = [index[n] for n in names]
-    outs = [np.zeros(chunks.channels[k].shape(max(0, y1 - y0), max(0, x1 - x0)), chunks.channels[k].dtype)
+    # the tiles cover the image, so every element is written
+    outs = [np.empty(chunks.channels[k].shape(max(0, y1 - y0), max(0, x1 - x0)), chunks.channels[k].dtype)
             for k in wanted]
     tiles = [t for t in grid if t.y0 < y1 and t.y0 + t.height > y0 and t.x0 < x1 and t.x0 + t.width > x0]
+    whole = (grid.tile_w, grid.tile_h) == (x1 - x0, y1 - y0)  # one chunk is exactly the block
 
     def one(t: Tile, j: int) -> None:
         row = None if lengths is None else lengths[t.index]
+        if whole:  # decoded straight into place (a frame of one tile: 1080p and smaller)
+            chunks.tile_chunks(fd, frame, t.index, row, [wanted[j]], into=outs[j])
+            return
         (chunk,) = chunks.tile_chunks(fd, frame, t.index, row, [wanted[j]])
         ty0, ty1 = max(y0, t.y0), min(y1, t.y0 + t.height)
         tx0, tx1 = max(x0, t.x0), min(x1, t.x0 + t.width)

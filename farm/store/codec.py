@@ -79,14 +79,18 @@ def shuffle(chunk: np.ndarray) -> np.ndarray:
     return out
 
 
-def unshuffle(data: bytes | memoryview | np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-    """The inverse of :func:`shuffle`: an array of ``dtype`` and ``shape``."""
+def unshuffle(data: bytes | memoryview | np.ndarray, dtype: np.dtype, shape: tuple[int, ...],
+              out: np.ndarray | None = None) -> np.ndarray:
+    """The inverse of :func:`shuffle`: an array of ``dtype`` and ``shape``, written into
+    ``out`` (C-contiguous, that dtype and shape) when given."""
     size = np.dtype(dtype).itemsize
     planes = np.frombuffer(data, dtype=np.uint8).reshape(size, -1)
-    out = np.empty((planes.shape[1], size), np.uint8)
+    if out is None:
+        out = np.empty(shape, dtype)
+    elements = out.reshape(-1).view(np.uint8).reshape(-1, size)
     for k in range(size):
-        out[:, k] = planes[k]
-    return out.view(dtype).reshape(shape)
+        elements[:, k] = planes[k]
+    return out
 
 
 _local = threading.local()  # zstd contexts are not shared between threads
@@ -145,15 +149,20 @@ class Codec:
         """The bytes at the start of a slot: the payload, then its trailer."""
         return bytes(payload) + self.trailer(len(payload), slot)
 
-    def decode(self, payload: bytes | memoryview, dtype: str | np.dtype,
-               shape: tuple[int, ...]) -> np.ndarray:
-        """A chunk back from its stored bytes (the payload; trailing bytes are ignored)."""
+    def decode(self, payload: bytes | memoryview, dtype: str | np.dtype, shape: tuple[int, ...],
+               out: np.ndarray | None = None) -> np.ndarray:
+        """A chunk back from its stored bytes (the payload; trailing bytes are ignored),
+        into ``out`` (C-contiguous, ``dtype`` and ``shape``) when given."""
         dtype = np.dtype(dtype)
         if not self.compressed:
-            n = int(np.prod(shape)) * dtype.itemsize
-            return np.frombuffer(payload, dtype=dtype, count=n // dtype.itemsize).reshape(shape)
+            n = int(np.prod(shape))
+            chunk = np.frombuffer(payload, dtype=dtype, count=n).reshape(shape)
+            if out is None:
+                return chunk
+            out[...] = chunk
+            return out
         raw = _decompressor().decompress(payload)
-        return unshuffle(raw, dtype, shape)
+        return unshuffle(raw, dtype, shape, out)
 
     def estimate(self, channel: Channel, pixels: int) -> int:
         """Bytes one chunk of ``pixels`` pixels of ``channel`` takes on disk: its raw size,

@@ -73,6 +73,7 @@ class Store:
         self._offset_map: dict[str, int] | None = None
         self._fd_lock = threading.Lock()
         self._chunk_key: tuple | None = None
+        self._shapes: dict[str, tuple[tuple[int, ...], np.dtype]] = {}  # for _live
 
     def __enter__(self) -> Store:
         return self
@@ -160,15 +161,18 @@ class Store:
         render runs, so they are read with pread, past HDF5's caches: a reader may stay
         open for a whole render (the video's). Through h5py when the dataset is not
         stored in place (a repacked store)."""
-        dset = self.file[name]
         offset = self._offsets().get(name)
         if offset is None:
+            dset = self.file[name]
             return dset[...] if index is None else dset[index]
-        shape = dset.shape if index is None else dset.shape[1:]
+        if name not in self._shapes:
+            self._shapes[name] = (self.file[name].shape, self.file[name].dtype)
+        full, dtype = self._shapes[name]
+        shape = full if index is None else full[1:]
         count = int(np.prod(shape))
-        start = offset + (0 if index is None else index * count * dset.dtype.itemsize)
-        data = os.pread(self._reader_fd(), count * dset.dtype.itemsize, start)
-        return np.frombuffer(data, dtype=dset.dtype).reshape(shape)
+        start = offset + (0 if index is None else index * count * dtype.itemsize)
+        data = os.pread(self._reader_fd(), count * dtype.itemsize, start)
+        return np.frombuffer(data, dtype=dtype).reshape(shape)
 
     def _offsets(self) -> dict[str, int]:
         if self._offset_map is None:
