@@ -49,8 +49,8 @@ def _add_render_options(p: argparse.ArgumentParser) -> None:
                    "interrupt)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     g = p.add_argument_group("scheduling")
-    g.add_argument("--depth", type=int, default=16,
-                   help="most tiles a worker holds: queued, on its device, being packed (default 16; "
+    g.add_argument("--depth", type=int, default=32,
+                   help="most tiles a worker holds: queued, on its device, being packed (default 32; "
                    "each worker asks for what it can use)")
     g.add_argument("--attempts", type=int, default=3, help="attempts per tile (default 3)")
     g.add_argument("--worker-timeout", type=float, default=300.0, metavar="S",

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from farm import spec as specmod
 from farm.compute.device import DeviceInfo, bind_device, bind_local
 from farm.compute.launch import LaunchConfig
-from farm.compute.prep import FramePrep
+from farm.compute.prep import FramePrep, close_helpers, spawn_helpers
 from farm.compute.render import TileRenderer
 from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, StoreError, UsageError
 from farm.estimate import WorkEstimate, eta_seconds
@@ -273,7 +273,7 @@ def _finish(report: MasterReport | None, session: _Session) -> int:
 
 
 def _run_in_process(session: _Session, refs: References | None, codec: Codec,
-                    bound: list[tuple[DeviceInfo, Any]]) -> MasterReport | None:
+                    bound: list[tuple[DeviceInfo, Any]], helpers: list) -> MasterReport | None:
     """The master in this thread, one worker thread per device (every GPU of the
     machine: tiles reach the writer by reference, and no launcher starts processes),
     and one packer whose threads pack every worker's tiles."""
@@ -284,9 +284,8 @@ def _run_in_process(session: _Session, refs: References | None, codec: Codec,
     link = transport.ThreadMaster(ranks)
     # each frame's host work once, for every GPU (in helper processes where GPUs render)
     configs = [LaunchConfig.for_device(i) for i, _ in bound]
-    prep = FramePrep(plan, refs, threads=len(bound),
-                     high_degree=all(c.high_degree for c in configs),
-                     processes=max(c.prep_processes for c in configs) * len(bound))
+    prep = FramePrep(plan, refs, threads=len(bound), high_degree=all(c.high_degree for c in configs),
+                     helpers=helpers)
     packer = Packer(plan, codec, pack_threads(len(bound)))
     threads = []
     for rank, (info, device) in zip(ranks, bound, strict=True):
@@ -319,15 +318,22 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
     _check_paths(store_path, video, options)
     timing = MasterTiming()
     sink = _spawn_sink(options)
+    helpers: list = []
     try:
         bound = bind_local(options.device, options.workers)  # before anything is written
+        # frame preparation's helper processes (GPUs) start now: their imports overlap the
+        # store's preparation (the reference orbit, the store's creation)
+        configs = [LaunchConfig.for_device(i) for i, _ in bound]
+        helpers = spawn_helpers(max(c.prep_processes for c in configs) * len(bound))
         with StoreLock(store_path):
             plan, refs, codec = prepare_store(spec, store_path, options.restart, options.progress,
                                               options.check_space, timing)
             session = _Session(plan, store_path, options, timing,
                                _open_sink(sink, spec, store_path, video))
-            return _finish(_run_in_process(session, refs, codec, bound), session)
+            taken, helpers = helpers, []  # the FramePrep stops them
+            return _finish(_run_in_process(session, refs, codec, bound, taken), session)
     except BaseException:
+        close_helpers(helpers)
         if sink is not None:
             sink.abort()
         raise

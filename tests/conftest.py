@@ -15,6 +15,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+import hdf5plugin  # noqa: F401 (h5py reads the compressed stores' zstd chunks in any test)
 import pytest
 
 from farm import spec as specmod
@@ -103,7 +104,8 @@ def run_farm(*args: str, cwd: Path | None = None, env: dict | None = None,
 
 
 def assert_same_datasets(a: Path, b: Path, names) -> None:
-    """Stores ``a`` and ``b`` hold bitwise equal datasets ``names`` (the failing one named)."""
+    """Stores ``a`` and ``b`` hold bitwise equal datasets ``names`` (the failing one named),
+    read by h5py (with hdf5plugin's zstd filter: compressed stores are standard HDF5)."""
     import h5py
     import numpy as np
 

@@ -106,7 +106,10 @@ class _Helper:
     start) and another reads the replies into futures. (Started as a command, not
     through multiprocessing, which would import the user's main script again in it.)"""
 
-    def __init__(self, args: tuple) -> None:
+    def __init__(self, args: tuple | None = None) -> None:
+        """Start the process; ``args`` (the builder's) now or later with :meth:`give`
+        (a render starts its helpers before its plan is made, so their imports overlap
+        its start-up)."""
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         self._proc = subprocess.Popen([sys.executable, "-m", "farm.compute.prep"], env=env,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -116,9 +119,14 @@ class _Helper:
         self._gone: str | None = None  # why the helper answers no more
         self._next = 0
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._outbox.put(args)
+        if args is not None:
+            self.give(args)
         threading.Thread(target=self._requests, name="farm-prep-send", daemon=True).start()
         threading.Thread(target=self._replies, name="farm-prep-receive", daemon=True).start()
+
+    def give(self, args: tuple) -> None:
+        """The builder's arguments: the first message, before any request."""
+        self._outbox.put(args)
 
     def submit(self, index: int) -> concurrent.futures.Future:
         future: concurrent.futures.Future = concurrent.futures.Future()
@@ -183,11 +191,15 @@ class FramePrep:
 
     def __init__(self, plan: Plan, references: References | None, skipping: bool = True,
                  threads: int = 1, interior: bool = True, high_degree: bool = True,
-                 processes: int = 0):
+                 processes: int = 0, helpers: list[_Helper] | None = None):
+        """``helpers``: processes started earlier (:func:`spawn_helpers`), used instead of
+        starting ``processes`` new ones."""
         args = (plan, references, skipping, interior, high_degree)
         self.plan = plan
         self.builder = FrameBuilder(*args)
-        self._helpers = [_Helper(args) for _ in range(processes)]
+        self._helpers = helpers if helpers is not None else [_Helper() for _ in range(processes)]
+        for helper in self._helpers:
+            helper.give(args)
         if self._helpers and os.environ.get("FARM_TEST_PREP_WAIT"):  # tests: every frame to a helper
             if not self.helpers_ready(60):
                 raise RuntimeError("frame preparation helpers did not start")
@@ -225,6 +237,17 @@ class FramePrep:
         self._pool.shutdown(wait=False, cancel_futures=True)
         for helper in self._helpers:
             helper.close()
+
+
+def spawn_helpers(count: int) -> list[_Helper]:
+    """``count`` helper processes, started now and given their work by a FramePrep."""
+    return [_Helper() for _ in range(count)]
+
+
+def close_helpers(helpers: list[_Helper]) -> None:
+    """Stop helpers that no FramePrep took over."""
+    for helper in helpers:
+        helper.close()
 
 
 def _serve() -> None:

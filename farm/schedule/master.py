@@ -39,7 +39,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
 @dataclass(frozen=True)
 class MasterOptions:
-    depth: int = 16  # tasks held per worker at most (queued, on the device, being packed)
+    depth: int = 32  # tasks held per worker at most (queued, on the device, being packed)
     max_attempts: int = 3
     worker_failures: int = 3
     timeout: float = 300.0  # seconds a busy worker may stay silent

@@ -47,8 +47,9 @@ def _testing_aids(rank: int) -> None:
 
 def capacity(renderer: TileRenderer, packer: Packer, pipeline: int) -> int:
     """Tasks a worker holds at most: on the device, being packed (a GPU's tiles take
-    milliseconds, their packing tens of them: up to 8 at once), and one queued."""
-    packing = min(packer.threads, 8) if renderer.info.kind == "GPU" else 1
+    milliseconds, their packing tens of them: one per packing thread, up to 24), and one
+    queued. (Each is a slot: device buffers and pinned memory for a tile.)"""
+    packing = min(packer.threads, 24) if renderer.info.kind == "GPU" else 1
     return pipeline + packing + 1
 
 
