@@ -32,6 +32,7 @@ from farm.color.palettes import LUT_SIZE
 from farm.color.render import TO_LINEAR, TO_SRGB
 from farm.color.stats import FrameStats
 from farm.compute.device import DeviceInfo, candidates
+from farm.compute.events import wait_quietly
 from farm.compute.programs import build
 from farm.errors import FarmError
 from farm.raw import RawFrame
@@ -122,7 +123,7 @@ class ClColourer:
                     np.float32(style.line_width / 2 + 0.5 if style.line_width > 0 else 0.0),
                     np.float32(style.relief), np.float32(SHADE_GLOSS), light,
                     np.array([*style.interior, 0], np.uint8), np.array([*style.line, 0], np.uint8))
-        cl.wait_for_events([cl.enqueue_copy(lane.queue, out, rgb, is_blocking=False)])  # lock released
+        wait_quietly([cl.enqueue_copy(lane.queue, out, rgb, is_blocking=False)])
         lane.pending.clear()  # complete: an in-order queue ran them before the read-back
         return out
 

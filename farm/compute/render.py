@@ -57,6 +57,7 @@ import pyopencl.cltypes as clt
 import farm.numerics as num
 from farm.compute import programs
 from farm.compute.device import DeviceInfo
+from farm.compute.events import wait_quietly
 from farm.compute.launch import LaunchConfig
 from farm.compute.perturbation import PerturbedFrame
 from farm.compute.prep import FramePrep
@@ -449,7 +450,7 @@ class TileRenderer:
         slot, tile, region = launch.slot, launch.tile, launch.region
         npix = region.pixels
         try:
-            cl.wait_for_events(launch.readbacks)
+            wait_quietly(launch.readbacks)
         except BaseException:
             slot.busy = False
             raise

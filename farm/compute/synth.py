@@ -22,6 +22,7 @@ import pyopencl as cl
 
 from farm.compute import programs
 from farm.compute.device import DeviceInfo, candidates
+from farm.compute.events import wait_quietly
 from farm.compute.launch import LaunchConfig
 from farm.errors import FarmError
 from farm.plan.expmap import ExpmapGeometry
@@ -96,8 +97,8 @@ class FrameSynthesizer:
         """Upload the centre image ((Hc, Wc) rasters)."""
         if centre.shape != (self.geom.centre_size[1], self.geom.centre_size[0]):
             raise ValueError(f"centre image {centre.shape}, geometry wants {self.geom.centre_size[::-1]}")
-        for dst, src in zip(self.centre, self._channels(centre), strict=True):
-            cl.enqueue_copy(self.queue, dst, src)
+        wait_quietly([cl.enqueue_copy(self.queue, dst, src, is_blocking=False)
+                      for dst, src in zip(self.centre, self._channels(centre), strict=True)])
 
     def load_rows(self, rows: Raster) -> None:
         """Put global strip rows ``rows.first_row ..`` (at most ``ring``) into the ring
@@ -106,14 +107,17 @@ class FrameSynthesizer:
         if count > self.ring:
             raise ValueError(f"{count} rows do not fit a ring of {self.ring}")
         a = self.geom.angles
+        copies = []
         for dst, src in zip(self.strip, self._channels(rows), strict=True):
             item = src.dtype.itemsize * a
             done = 0
             while done < count:  # split where the ring wraps
                 slot = (first + done) % self.ring
                 n = min(count - done, self.ring - slot)
-                cl.enqueue_copy(self.queue, dst, src[done:done + n], dst_offset=slot * item)
+                copies.append(cl.enqueue_copy(self.queue, dst, src[done:done + n], dst_offset=slot * item,
+                                              is_blocking=False))
                 done += n
+        wait_quietly(copies)  # (the host arrays stay alive until the copies are done)
         self.window.loaded(first, first + count)
 
     def ensure_rows(self, first: int, stop: int, fetch: Callable[[int, int], Raster]) -> int:
@@ -154,14 +158,16 @@ class FrameSynthesizer:
         iterations = np.empty((h, w), np.uint32)
         fraction = np.empty((h, w), np.float32)
         hist = np.empty(max_iter + 1, self.hist_dtype)
-        cl.enqueue_copy(q, iterations, self.out[0])
-        cl.enqueue_copy(q, fraction, self.out[1])
-        cl.enqueue_copy(q, hist, self.hist)
+        copies = [cl.enqueue_copy(q, iterations, self.out[0], is_blocking=False),
+                  cl.enqueue_copy(q, fraction, self.out[1], is_blocking=False),
+                  cl.enqueue_copy(q, hist, self.hist, is_blocking=False)]
+        de = np.empty((h, w), np.complex64) if self.distance else None
+        if de is not None:
+            copies.append(cl.enqueue_copy(q, de, self.out[2], is_blocking=False))
+        wait_quietly(copies)
         out: dict[str, np.ndarray] = {"iterations": iterations, "fraction": fraction,
                                       "histogram": hist.astype(np.int64)}
-        if self.distance:
-            de = np.empty((h, w), np.complex64)
-            cl.enqueue_copy(q, de, self.out[2])
+        if de is not None:
             out["distance"] = de
         return out
 

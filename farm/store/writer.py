@@ -160,6 +160,9 @@ class StoreWriter:
         self._run_row["started"], self._run_row["workers"] = time.time(), workers
         self._write_run_row()
         self.hist: dict[int, np.ndarray] = {}
+        # frames whose histogram row may have been written before (a check found a tile
+        # of theirs damaged): their row is written whole
+        self._written_rows: set[int] = set()
         self.sync_every = sync_every
         self._run_lock = threading.Lock()  # the run row: written by the writer and the syncer
         self.sync_error: OSError | None = None  # the syncer's, raised by the next write
@@ -282,10 +285,18 @@ class StoreWriter:
             raise self.sync_error
         return complete
 
-    def _write_histograms(self, frames: list[int]) -> None:
-        """Write the summed rows of complete frames, then their flags."""
+    def _write_histograms(self, frames: list[int], whole: bool = False) -> None:
+        """Write the summed rows of complete frames, then their flags. A row is written
+        from its first to its last count that is not zero (a deep frame's row is mostly
+        empty bins below its first escape; the rest of a row never written reads as
+        zeros), or ``whole`` where it may have been written before (a resume's rebuild)."""
         for f in frames:
-            self._pwrite(self.hist.pop(f).tobytes(), self.offsets["histogram"] + f * self.bins * 8)
+            row = self.hist.pop(f)
+            lo, hi = 0, len(row)
+            if not whole and f not in self._written_rows:
+                nz = np.flatnonzero(row)
+                lo, hi = (int(nz[0]), int(nz[-1]) + 1) if len(nz) else (0, 0)
+            self._pwrite(row[lo:hi], self.offsets["histogram"] + (f * self.bins + lo) * 8)
             _crash_point("after-histogram-row", self.flagged)
         for f in frames:
             self._pwrite(b"\x01", self.offsets["frame_done"] + f)
@@ -322,7 +333,7 @@ class StoreWriter:
                     if c.name.rsplit("/", 1)[-1] == "iterations":
                         acc += np.bincount(arrays[c.name].ravel(), minlength=self.bins)[: self.bins]
         complete = [f for f in partial if self.done[f].all()]
-        self._write_histograms(complete)
+        self._write_histograms(complete, whole=True)
         return complete
 
     def recover(self, full: bool = False) -> list[tuple[int, int]]:
@@ -334,6 +345,7 @@ class StoreWriter:
             suspect = self.done.copy()
         bad = self.verify(suspect)
         for frame in np.flatnonzero(suspect.any(axis=1)):
+            self._written_rows.add(int(frame))
             if self.frame_done[frame]:  # its row may be older than its flag
                 self._pwrite(b"\x00", self.offsets["frame_done"] + int(frame))
                 self.frame_done[frame] = False
@@ -350,6 +362,7 @@ class StoreWriter:
             if self.stored_crc(int(f_idx), int(t_idx)) != crcs[f_idx, t_idx]:
                 bad.append((int(f_idx), int(t_idx)))
         for f_idx, t_idx in bad:
+            self._written_rows.add(f_idx)
             self._pwrite(b"\x00", self._tile_meta_offset("done", f_idx, t_idx))
             self.done[f_idx, t_idx] = False
             if self.frame_done[f_idx]:
