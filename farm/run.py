@@ -290,7 +290,7 @@ def _run_in_process(session: _Session, refs: References | None, codec: Codec,
     threads = []
     for rank, (info, device) in zip(ranks, bound, strict=True):
         def make(info: DeviceInfo = info, device: Any = device) -> TileRenderer:
-            return TileRenderer(device, info, plan, references=refs, prep=prep)
+            return TileRenderer(device, info, plan, references=refs, prep=prep, shuffle=codec.compressed)
         threads.append(threading.Thread(target=run_worker, name=f"farm-worker-{rank}", daemon=True,
                                         args=(plan, make, link.link(rank), packer)))
     for t in threads:
@@ -430,7 +430,8 @@ def _mpi_worker(comm, plan: Plan, refs: References | None, codec: Codec,
     info, device = bound
     packer = Packer(plan, codec, max(1, usable_cores() // max(1, local_workers) - 1))
     try:
-        run_worker(plan, lambda: TileRenderer(device, info, plan, references=refs),
+        run_worker(plan, lambda: TileRenderer(device, info, plan, references=refs,
+                                              shuffle=codec.compressed),
                    transport.MpiWorker(comm), packer)
     finally:
         packer.close()

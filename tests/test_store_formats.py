@@ -14,6 +14,7 @@ from pathlib import Path
 
 import h5py
 import hdf5plugin  # noqa: F401 (registers the zstd filter for h5py)
+import numpy as np
 import pytest
 from conftest import assert_same_datasets, job_text, run_farm
 
@@ -98,3 +99,43 @@ def test_a_store_of_the_previous_format_resumes(pair, tmp_path):
     assert_same_datasets(store, pair["zstd"], DATASETS)
     frames = run_farm("frames", str(store), "--out", str(tmp_path / "png"), "--frames", "5:6")
     assert frames.returncode == 0, frames.stderr
+
+
+def _packed_both_ways(cl_device, plan, frame, tile):
+    """A tile packed from the device's shuffle and from the host's (the same bytes)."""
+    from farm.compute.render import TileRenderer
+    from farm.store.codec import ZSTD, pack, pack_planes
+
+    info, dev = cl_device
+    grid = plan.grid
+    plain = TileRenderer(dev, info, plan)
+    res = plain.render(plan.frames[frame], grid.tile(tile))
+    host = pack(ZSTD, list(res.arrays.values()), (grid.tile(tile).height, grid.tile(tile).width),
+                (grid.tile_h, grid.tile_w))
+    shuffling = TileRenderer(dev, info, plan, shuffle=True)
+    got = shuffling.collect(shuffling.launch(plan.frames[frame], grid.tile(tile)))
+    try:
+        assert got.shuffled
+        device = pack_planes(ZSTD, got.blocks)
+        bins, counts = got.histogram()
+    finally:
+        got.release()
+    assert np.array_equal(bins, res.hist_bins) and np.array_equal(counts, res.hist_counts)
+    return host, device
+
+
+@pytest.mark.parametrize("samples,distance", [(1, False), (4, True)])
+def test_the_device_shuffles_as_the_host_does(cl_device, samples, distance):
+    """kernels/shuffle.cl against farm/store/codec.shuffle, bitwise: an interior tile and
+    an edge tile (padded to the chunk) of a 37 x 23 frame in 16 x 16 tiles, with one
+    sample, and with four and the distance estimate (channels of depth 3, 8-byte values)."""
+    from conftest import make_spec
+
+    from farm.plan import make_plan
+
+    plan = make_plan(make_spec(size=(37, 23), tile=(16, 16), width=("3", "3"), max_iter=300,
+                               samples=samples, distance=distance))
+    for tile in (0, plan.grid.count - 1):
+        host, device = _packed_both_ways(cl_device, plan, 0, tile)
+        assert [bytes(p) for p in host.payloads] == [bytes(p) for p in device.payloads]
+        assert host.crc == device.crc

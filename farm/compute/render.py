@@ -102,10 +102,12 @@ class Collected:
     frame: FramePlan
     tile: Tile
     region: Region  # what the kernel computed, at the tile's top-left
-    blocks: list[np.ndarray]  # per channel, (region.height, region.width[, depth])
+    blocks: list[np.ndarray]  # per channel, (region.height, region.width[, depth]), or
+    # (shuffled) the chunk's byte planes, uint8 (size * n,) (kernels/shuffle.cl)
     hist: np.ndarray | None  # the region's histogram (bins,), None: nothing computed
     kernel_seconds: float
     slot: _Slot
+    shuffled: bool = False
 
     def histogram(self) -> tuple[np.ndarray, np.ndarray]:
         """(bins, counts) of the tile, int64: the region's, plus the filler outside it
@@ -135,6 +137,7 @@ class _Slot:
     staging: list[np.ndarray]  # pinned: one per channel, then the histogram
     pinned: list[cl.Buffer]  # the host buffers behind staging (kept mapped)
     steps: cl.Buffer | None = None  # loop passes per pixel (count_steps only)
+    planes: list[cl.Buffer] | None = None  # per channel, the shuffled chunk (shuffle only)
     busy: bool = False
 
 
@@ -181,13 +184,16 @@ class TileRenderer:
                  config: LaunchConfig | None = None, slots: int = 4,
                  references: References | None = None, skipping: bool = True,
                  prep: FramePrep | None = None, interior: bool | None = None,
-                 count_steps: bool = False):
+                 count_steps: bool = False, shuffle: bool = False):
         """``prep`` shares per-frame host work with the process's other renderers (made
         for this one alone when not given). ``skipping`` and ``interior`` (the early
         stop of pixels attracted to a nucleus' cycle; None: the device's choice,
         LaunchConfig.interior) can be turned off for
         measurements; ``count_steps`` (benchmarks) adds TileResult.arrays["steps"], the
-        loop passes per pixel of perturbed frames (with the one-pixel loop)."""
+        loop passes per pixel of perturbed frames (with the one-pixel loop). ``shuffle``
+        (a compressed store's workers): the device also shuffles each channel's chunk
+        (kernels/shuffle.cl) and :meth:`collect` gives those byte planes; :meth:`finish`
+        and :meth:`render` need it off."""
         self.info = info
         self.plan = plan
         self.counters = Counters()  # kernel builds and per-frame preparation, in seconds
@@ -200,6 +206,9 @@ class TileRenderer:
             self.options += ("-DPIXEL_BLOCKS",)
         self.hist_dtype = np.int64 if "-DHIST64" in self.options else np.uint32
         self._kernels: dict[str, cl.Kernel] = {}
+        self.shuffle = shuffle
+        self._shuffler = (cl.Kernel(programs.build(self.ctx, ("shuffle.cl",)), "byte_planes") if shuffle
+                          else None)
         self._slots = [self._new_slot() for _ in range(slots)]
         self.skipping = skipping
         self.count_steps = count_steps
@@ -236,11 +245,15 @@ class TileRenderer:
                                                 is_blocking=True)
             pinned.append(buf)
             staging.append(mapped[0])
-        outputs = [cl.Buffer(self.ctx, mf.WRITE_ONLY, c.nbytes(npix)) for c in self.plan.channels]
+        written = mf.READ_WRITE if self.shuffle else mf.WRITE_ONLY  # the shuffle reads them
+        outputs = [cl.Buffer(self.ctx, written, c.nbytes(npix)) for c in self.plan.channels]
+        planes = ([cl.Buffer(self.ctx, mf.READ_WRITE, c.nbytes(npix)) for c in self.plan.channels]
+                  if self.shuffle else None)
         per_axis = coord * self.plan.samples
         return _Slot(cl.Buffer(self.ctx, mf.READ_ONLY, per_axis * grid.tile_w),
                      cl.Buffer(self.ctx, mf.READ_ONLY, per_axis * grid.tile_h), outputs,
-                     cl.Buffer(self.ctx, mf.READ_WRITE, 8 * self.plan.bins), staging, pinned)
+                     cl.Buffer(self.ctx, mf.READ_WRITE, 8 * self.plan.bins), staging, pinned,
+                     planes=planes)
 
     # ----------------------------------------------------------------- per-frame state
     def prepare(self, frame: FramePlan) -> concurrent.futures.Future:
@@ -415,9 +428,12 @@ class TileRenderer:
                                       np.uint32(region.width),
                                       np.uint32(npix), np.uint32(frame.max_iter),
                                       *slot.outputs, slot.hist, wait_for=uploads)
-            readbacks = [cl.enqueue_copy(q, stage[:npix * c.depth], buf, is_blocking=False)
-                         for c, stage, buf in zip(self.plan.channels, slot.staging, slot.outputs,
-                                                  strict=False)]
+            if self.shuffle:
+                readbacks = self._shuffled_readbacks(slot, region)
+            else:
+                readbacks = [cl.enqueue_copy(q, stage[:npix * c.depth], buf, is_blocking=False)
+                             for c, stage, buf in zip(self.plan.channels, slot.staging, slot.outputs,
+                                                      strict=False)]
             readbacks.append(cl.enqueue_copy(q, slot.staging[-1][:frame.bins], slot.hist,
                                              is_blocking=False))
             q.flush()
@@ -427,6 +443,22 @@ class TileRenderer:
         except BaseException:  # nothing was launched: the slot is free again
             slot.busy = False
             raise
+
+    def _shuffled_readbacks(self, slot: _Slot, region: Region) -> list[cl.Event]:
+        """Shuffle each channel's chunk on the device (kernels/shuffle.cl, behind the tile's
+        kernel in the queue) and read the byte planes back into the slot's staging."""
+        assert self._shuffler is not None and slot.planes is not None
+        grid, q = self.plan.grid, self.queue
+        out = []
+        for c, buf, planes, stage in zip(self.plan.channels, slot.outputs, slot.planes, slot.staging,
+                                         strict=False):
+            n = grid.tile_w * grid.tile_h * c.depth
+            size = np.dtype(c.dtype).itemsize
+            self._shuffler(q, (-(-n // 256) * 256,), (256,), buf, planes, np.uint32(size),
+                           np.uint32(c.depth), np.uint32(region.width), np.uint32(region.height),
+                           np.uint32(grid.tile_w), np.uint32(grid.tile_h))
+            out.append(cl.enqueue_copy(q, stage.view(np.uint8)[:n * size], planes, is_blocking=False))
+        return out
 
     def free_slots(self) -> int:
         """Launches that can start now (slots not busy computing or being packed)."""
@@ -446,7 +478,10 @@ class TileRenderer:
         """Wait for the readbacks, copy the tile out of the staging arrays, free the slot.
 
         A region smaller than the tile is placed at its top-left and the rest filled
-        with zeros, which the tile's histogram counts as count 0."""
+        with zeros, which the tile's histogram counts as count 0. (Not for a shuffling
+        renderer: its staging holds byte planes.)"""
+        if self.shuffle:
+            raise RuntimeError("finish() reads the channels as they are: make the renderer without shuffle")
         slot, tile, region = launch.slot, launch.tile, launch.region
         npix = region.pixels
         try:
@@ -490,13 +525,19 @@ class TileRenderer:
             raise
         self._in_flight.pop(id(launch), None)
         slot, region = launch.slot, launch.region
-        npix = region.pixels
-        blocks = [stage[:npix * c.depth].reshape(c.shape(region.height, region.width))
-                  for c, stage in zip(self.plan.channels, slot.staging, strict=False)]
         kev = launch.kernel_event
+        shuffled = self.shuffle and kev is not None  # (an empty expmap slot ran nothing)
+        if shuffled:
+            n = self.plan.grid.tile_w * self.plan.grid.tile_h
+            blocks = [stage.view(np.uint8)[:c.nbytes(n)]
+                      for c, stage in zip(self.plan.channels, slot.staging, strict=False)]
+        else:
+            npix = region.pixels
+            blocks = [stage[:npix * c.depth].reshape(c.shape(region.height, region.width))
+                      for c, stage in zip(self.plan.channels, slot.staging, strict=False)]
         hist = None if kev is None else slot.staging[-1][:launch.frame.bins]
         seconds = 0.0 if kev is None else (kev.profile.end - kev.profile.start) * 1e-9
-        return Collected(launch.frame, launch.tile, region, blocks, hist, seconds, slot)
+        return Collected(launch.frame, launch.tile, region, blocks, hist, seconds, slot, shuffled)
 
     def render(self, frame: FramePlan, tile: Tile) -> TileResult:
         return self.finish(self.launch(frame, tile))

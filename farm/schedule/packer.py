@@ -3,9 +3,10 @@
 A GPU finishes a 1080p frame in a few milliseconds; compressing its 16 MB takes one
 core tens of milliseconds. So a worker never packs on its own thread: it hands each
 finished launch (:class:`~farm.compute.render.Collected`, the results still in the
-slot's pinned memory) to a :class:`Packer`, whose threads turn it into what the store
-takes (:class:`~farm.store.writer.Finished`: the tile's histogram, its channels
-encoded with the store's codec, farm/store/codec.py, and their crc) and free the slot.
+slot's pinned memory; for a compressed store already shuffled by the device) to a
+:class:`Packer`, whose threads turn it into what the store takes
+(:class:`~farm.store.writer.Finished`: the tile's histogram, its channels encoded with
+the store's codec, farm/store/codec.py, and their checksum) and free the slot.
 The worker keeps launching meanwhile and sends each packed tile as it comes.
 
 One packer per process: in one process its threads serve every GPU's worker thread.
@@ -23,7 +24,7 @@ import time
 
 from farm.compute.render import Collected
 from farm.plan import Plan
-from farm.store.codec import Codec, pack
+from farm.store.codec import Codec, pack, pack_planes
 from farm.store.writer import Finished
 
 
@@ -61,7 +62,10 @@ class Packer:
         try:
             bins, counts = c.histogram()
             grid = self.plan.grid
-            packed = pack(self.codec, c.blocks, (c.tile.height, c.tile.width), (grid.tile_h, grid.tile_w))
+            if c.shuffled:  # the device shuffled the chunks: compress the planes as they are
+                packed = pack_planes(self.codec, c.blocks)
+            else:
+                packed = pack(self.codec, c.blocks, (c.tile.height, c.tile.width), (grid.tile_h, grid.tile_w))
         finally:
             c.release()
         with self._lock:

@@ -137,6 +137,13 @@ class Codec:
             return np.ascontiguousarray(chunk).tobytes()
         return _compressor(self.level).compress(shuffle(np.ascontiguousarray(chunk)).data)
 
+    def encode_planes(self, planes: np.ndarray) -> bytes:
+        """A chunk already shuffled (byte planes, as :func:`shuffle` makes them; the
+        device shuffles a compressed store's tiles: kernels/shuffle.cl) as it is stored."""
+        if not self.compressed:
+            raise ValueError("an uncompressed store keeps chunks as they are, not shuffled")
+        return _compressor(self.level).compress(np.ascontiguousarray(planes).data)
+
     def trailer(self, length: int, slot: int) -> bytes:
         """What follows a payload of ``length`` bytes in a slot of ``slot`` bytes: the
         header of a skippable frame that spans the rest of the slot (compressed), or
@@ -227,6 +234,13 @@ class Packed:
     @property
     def nbytes(self) -> int:
         return sum(len(p) for p in self.payloads)
+
+
+def pack_planes(codec: Codec, planes: Sequence[np.ndarray]) -> Packed:
+    """Encode one tile whose channels the device has shuffled (each the full chunk's byte
+    planes): the same bytes :func:`pack` makes from the unshuffled channels."""
+    payloads: list[bytes | memoryview] = [codec.encode_planes(p) for p in planes]
+    return Packed(payloads, payload_crc(payloads))
 
 
 def pack(codec: Codec, blocks: Sequence[np.ndarray], tile_hw: tuple[int, int],
