@@ -237,10 +237,13 @@ def main() -> None:
                 print(f"{job.stem} {name}: {json.dumps(row[name])}", flush=True)
         store = work / f"{job.stem}-new.h5"
         if "ffmpeg" in steps and store.exists():
-            t0 = time.perf_counter()
+            t0, me = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
             raw, frames, w, h, settings = raw_frames(store, shm)
             row["colour_only_s"] = time.perf_counter() - t0  # read, decode, colour: no encoder
-            print(f"{job.stem} colouring alone into raw RGB: {row['colour_only_s']:.2f} s", flush=True)
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            row["colour_only_cpu_s"] = (after.ru_utime + after.ru_stime) - (me.ru_utime + me.ru_stime)
+            print(f"{job.stem} colouring alone into raw RGB: {row['colour_only_s']:.2f} s, "
+                  f"{row['colour_only_cpu_s']:.1f} CPU s", flush=True)
             row["plain_ffmpeg_s"], row["plain_ffmpeg_cpu_s"] = {}, {}
             for k in ks:
                 row["plain_ffmpeg_s"][k] = plain_ffmpeg(raw, frames, w, h, settings, k, work)

@@ -41,6 +41,7 @@ tests/test_checkpoint.py kills the master inside each of these steps
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import functools
 import os
@@ -96,14 +97,14 @@ def _sync_file_range() -> Callable[..., int] | None:
     return fn
 
 
-def start_writeback(fd: int) -> None:
-    """Ask the kernel to start writing the file's dirty pages now, without waiting
-    (Linux sync_file_range; nothing elsewhere). Durability still comes from the
-    periodic fdatasync: this only keeps the dirty backlog small, so a large store's
-    final sync takes a moment instead of seconds."""
+def start_writeback(fd: int, offset: int = 0, nbytes: int = 0) -> None:
+    """Ask the kernel to start writing the file's dirty pages in ``offset ..
+    offset + nbytes`` (0: to the end) now, without waiting (Linux sync_file_range;
+    nothing elsewhere). Durability still comes from the periodic fdatasync: this only
+    keeps the dirty backlog small, so a large store's final sync takes a moment."""
     fn = _sync_file_range()
     if fn is not None:
-        fn(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
+        fn(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)
 
 
 def _crash_point(name: str, flagged: int) -> None:
@@ -167,6 +168,7 @@ class StoreWriter:
         self._run_lock = threading.Lock()  # the run row: written by the writer and the syncer
         self.sync_error: OSError | None = None  # the syncer's, raised by the next write
         self._stop_syncing = threading.Event()
+        self._data_ranges: collections.deque[tuple[int, int]] = collections.deque()  # written, to push
         self._syncer = threading.Thread(target=self._sync_loop, name="farm-sync", daemon=True)
         self._syncer.start()
 
@@ -191,15 +193,21 @@ class StoreWriter:
             self._write_run_row()
 
     def _sync_loop(self) -> None:
-        """The syncer thread (see the module docstring)."""
+        """The syncer thread (see the module docstring). Between syncs it starts the
+        write-back of the tiles' data written since its last look, never of the
+        bookkeeping: a small write to a page under write-back may wait for that write
+        (where the disk wants stable pages), and the done flags and tiles/* rows are
+        written to the same few pages again and again."""
         last = time.monotonic()
         while not self._stop_syncing.wait(0.25):
             try:
                 if time.monotonic() - last >= self.sync_every:
                     self.sync()
                     last = time.monotonic()
+                    self._data_ranges.clear()
                 else:
-                    start_writeback(self.fd)
+                    while self._data_ranges:
+                        start_writeback(self.fd, *self._data_ranges.popleft())
             except OSError as err:  # a full disk: the writer stops the render with it
                 self.sync_error = err
                 return
@@ -255,9 +263,9 @@ class StoreWriter:
             for k, c in enumerate(self.channels):
                 if k:
                     _crash_point("between-datasets", self.flagged)
-                payload = r.payloads[k]
-                self._pwritev([payload, self.codec.trailer(len(payload), sizes[c.name])],
-                              int(slots[c.name][r.frame, r.tile]))
+                payload, offset = r.payloads[k], int(slots[c.name][r.frame, r.tile])
+                self._pwritev([payload, self.codec.trailer(len(payload), sizes[c.name])], offset)
+                self._data_ranges.append((offset, len(payload) + 8))
             for name, value in (("tiles/seconds", r.seconds), ("tiles/rank", r.rank),
                                 ("tiles/run", self.run), ("tiles/finished", now),
                                 ("tiles/crc", r.crc)):
