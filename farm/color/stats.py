@@ -58,9 +58,12 @@ def average(cdfs: dict[int, np.ndarray], f: int, radius: int) -> np.ndarray:
     """Triangular-weighted average of the CDFs of ``f``'s window (all in ``cdfs``)."""
     frames = sorted(cdfs)
     length = max(len(cdfs[g]) for g in frames)
-    weights = np.array([radius + 1 - abs(f - g) for g in frames], dtype=np.float64)
-    stack = np.stack([_pad(cdfs[g], length) for g in frames])
-    out: np.ndarray = weights @ stack / weights.sum()
+    total = float(sum(radius + 1 - abs(f - g) for g in frames))
+    out = np.zeros(length, np.float64)
+    for g in frames:  # a weighted sum, not weights @ stack: that multiplication went to
+        # OpenBLAS, whose threads (one per core) spin between calls: the video's colouring
+        # took twice the CPU of the frames it coloured (x264 was left fewer cores)
+        out += (radius + 1 - abs(f - g)) / total * _pad(cdfs[g], length)
     return out
 
 
