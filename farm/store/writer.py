@@ -199,6 +199,7 @@ class StoreWriter:
         (where the disk wants stable pages), and the done flags and tiles/* rows are
         written to the same few pages again and again."""
         last = time.monotonic()
+        push = os.environ.get("FARM_WRITEBACK", "1") != "0"  # developer knob: 0, sync only
         while not self._stop_syncing.wait(0.25):
             try:
                 if time.monotonic() - last >= self.sync_every:
@@ -207,7 +208,9 @@ class StoreWriter:
                     self._data_ranges.clear()
                 else:
                     while self._data_ranges:
-                        start_writeback(self.fd, *self._data_ranges.popleft())
+                        rng = self._data_ranges.popleft()
+                        if push:
+                            start_writeback(self.fd, *rng)
             except OSError as err:  # a full disk: the writer stops the render with it
                 self.sync_error = err
                 return
