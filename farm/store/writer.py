@@ -22,12 +22,11 @@ thread of the writer's own (``farm-sync``) calls ``fdatasync`` every ``sync_ever
 seconds (and the writer once more at the end) and then records the time the sync
 began in the run's ``synced``; on resume (:meth:`StoreWriter.recover`), every tile
 finished after the last recorded sync is checked against its crc, failing tiles are
-rendered again, and the histogram rows of their frames are rebuilt. Between syncs that
-thread starts the write-back of what is dirty every quarter second, so the page cache
-never holds much and the final sync is short. The writes themselves never wait for the
-disk: syncing per batch held a 1080p fp128 render on one H200 to the disk's speed (the
-writer was 98% busy; BENCHMARKS.md), and starting write-back on the writer's thread
-held a fast 1080p zoom on an H100 to 0.73 GB/s.
+rendered again, and the histogram rows of their frames are rebuilt. The writes
+themselves never wait for the disk: syncing per batch held a 1080p fp128 render on one
+H200 to the disk's speed (the writer was 98% busy; BENCHMARKS.md), and starting
+write-back as the writer went (on its thread or on the syncer's) slowed the writer of a
+fast 1080p zoom on an H100.
 
 Histograms: the device histogram of each tile is summed in memory per frame and
 written once, when the frame completes, so no row is ever counted twice. After a
@@ -193,13 +192,13 @@ class StoreWriter:
             self._write_run_row()
 
     def _sync_loop(self) -> None:
-        """The syncer thread (see the module docstring). Between syncs it starts the
-        write-back of the tiles' data written since its last look, never of the
-        bookkeeping: a small write to a page under write-back may wait for that write
-        (where the disk wants stable pages), and the done flags and tiles/* rows are
-        written to the same few pages again and again."""
+        """The syncer thread (see the module docstring). With FARM_WRITEBACK=1 (a
+        developer knob) it also starts, between syncs, the write-back of the tiles' data
+        written since its last look (never of the bookkeeping pages, which are written
+        again and again): on an H100 host that slowed the writer (the 360-frame 1080p
+        minibrot zoom's render phase 5.6 s against 4.4 s without), so it is off."""
         last = time.monotonic()
-        push = os.environ.get("FARM_WRITEBACK", "1") != "0"  # developer knob: 0, sync only
+        push = os.environ.get("FARM_WRITEBACK", "0") == "1"  # developer knob (see the docstring)
         while not self._stop_syncing.wait(0.25):
             try:
                 if time.monotonic() - last >= self.sync_every:
