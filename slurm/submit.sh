@@ -151,7 +151,7 @@ if [ "$dry" -eq 0 ] || [ -z "$gpus" ]; then
       die 1 "sinfo: $(grep . "$err" | tail -n 1)"
     where="the default partition"
   fi
-  [ -n "$rows" ] || die 2 "$where has no nodes (sinfo)"
+  [ -n "$rows" ] || die 2 "$where: sinfo lists no nodes (no such partition? sinfo -s lists them)"
   least=0 most=0
   while IFS='|' read -r gres c; do
     n=$(gpu_count "$gres")
@@ -219,7 +219,7 @@ render=$("${render_cmd[@]}" 2>"$err") || die 1 "sbatch refused the render job: $
 render=${render%%;*}
 encode_cmd "$render"
 encode=$("${encode_cmd[@]}" 2>"$err") ||
-  die 1 "render job $render queued, but sbatch refused the encode job: $(sbatch_error); encode later with: farm encode $store_rel"
+  die 1 "render job $render queued, but sbatch refused the encode job: $(sbatch_error) (FARM_ENCODE_SBATCH gives it sbatch options; or encode later: farm encode $store_rel)"
 encode=${encode%%;*}
 farm_cmd=farm
 command -v farm >/dev/null || farm_cmd="$python -m farm"
