@@ -13,7 +13,8 @@
 #                worker already uses every core of its node)
 #   --dry-run    print the two sbatch commands, queue nothing
 #
-# GPU nodes: --gres=gpu:N and N+1 tasks a node (the master shares the first node).
+# GPU nodes: --gres=gpu:N and N+1 tasks a node (the master shares the first node), 4 CPUs
+# a task (a GPU worker prepares frames in two helper processes; --cpus-per-task overrides).
 # CPU nodes: whole nodes (--exclusive), workers+1 tasks a node; --overcommit only where
 # the nodes have fewer cores than tasks (the workers share the cores anyway).
 # Several nodes: every node gets the same number of tasks, so nodes after the first run one
@@ -179,7 +180,7 @@ fi
 render_args=()
 if [ "$gpus" -gt 0 ]; then
   per_node=$((gpus + 1))
-  layout=(--nodes="$nodes" --ntasks-per-node="$per_node" --gres=gpu:"$gpus")
+  layout=(--nodes="$nodes" --ntasks-per-node="$per_node" --gres=gpu:"$gpus" --cpus-per-task=4)
   what="$nodes node(s), $gpus GPU(s) a node"
 else
   per_node=$((workers + 1))

@@ -141,12 +141,13 @@ def dry_run(tmp_path: Path, *args: str, job_args: tuple[str, ...] = ()) -> tuple
 
 
 def test_dry_run_on_gpu_nodes(tmp_path):
-    """Two nodes of 4 GPUs: 5 tasks a node (the master shares the first), the GPUs as a
-    generic resource, devices shared where a node has a worker more than GPUs; the encode
-    job shares the render's partition and account."""
+    """Two nodes of 4 GPUs: 5 tasks a node (the master shares the first) of 4 CPUs each,
+    the GPUs as a generic resource, devices shared where a node has a worker more than
+    GPUs; the encode job shares the render's partition and account."""
     render, encode = dry_run(tmp_path, "--gpus", "4", "--nodes", "2",
                              job_args=("-p", "gpu", "--account=proj", "--time=4:00:00"))
-    assert {"--nodes=2", "--ntasks-per-node=5", "--gres=gpu:4", "--time=4:00:00"} <= set(render)
+    assert {"--nodes=2", "--ntasks-per-node=5", "--gres=gpu:4", "--cpus-per-task=4",
+            "--time=4:00:00"} <= set(render)
     assert "--share-devices" in render and "--exclusive" not in render
     assert {"--partition=gpu", "--account=proj"} <= set(encode) and "--time=4:00:00" not in encode
 
