@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 import numpy as np
@@ -110,10 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("encode", help="encode a complete store into an MP4 video",
                        description="Colour every frame of a complete store and encode the video "
                        "(a one-frame store: a PNG at the video path with .png). Colour and output "
-                       "settings: the store's, then --job's, then the options below.")
+                       "settings: the store's, then --job's, then the options below. Without "
+                       "--video, a video made with other settings is kept: the new one goes "
+                       "beside it, named by what changed (seahorse.ice.mp4).")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--video", metavar="P",
-                   help="video path, .mp4 (default: output.video of the store's job, or of --job)")
+                   help="video path, .mp4 (default: output.video of the store's job, or of --job; "
+                   "with other colours than the video there, beside it: NAME.ice.mp4)")
     p.add_argument("--fps", type=int, help="frames per second (default: animation.fps)")
     p.add_argument("--crf", type=int, help="quality, 0-51, lower is better (default: output.crf)")
     p.add_argument("--preset", help="x264 preset, ultrafast .. veryslow (default: output.preset)")
@@ -280,12 +284,19 @@ def cmd_frames(args: argparse.Namespace) -> int:
 
 def cmd_encode(args: argparse.Namespace) -> int:
     from farm.encode import VideoSettings, encode_video
+    from farm.encode.record import recolour_target
+    from farm.encode.settings import names_video
     from farm.store.reader import Store
 
     with Store(args.store) as store:
         spec = settings_from_args(store.spec, args)
-    path = encode_video(args.store, spec.color, VideoSettings.from_spec(spec))
-    print(f"farm: wrote {path}", file=sys.stderr)
+        target = Path(spec.output.video)
+        if args.video is None and not names_video(args.job):  # never over another colour's video
+            target = recolour_target(store.spec, spec, store.frames)
+    path = encode_video(args.store, spec.color, VideoSettings.from_spec(spec, target))
+    beside = "" if target == Path(spec.output.video) else (
+        f" (beside {spec.output.video}, made with other settings; --video P names the path)")
+    print(f"farm: wrote {path}{beside}", file=sys.stderr)
     return 0
 
 

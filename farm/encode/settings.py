@@ -35,6 +35,11 @@ def _job_overrides(path: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+def names_video(job: str | None) -> bool:
+    """Whether the ``--job`` file ``job`` sets ``output.video`` (then it is the target)."""
+    return bool(job) and "video" in _job_overrides(job).get("output", {})  # type: ignore[arg-type]
+
+
 def with_overrides(spec: specmod.JobSpec, job: str | None = None,
                    options: dict[str, dict[str, Any]] | None = None) -> specmod.JobSpec:
     """``spec`` with ``job``'s colour/output sections, then ``options``
