@@ -20,6 +20,8 @@ import pytest
 from farm import spec as specmod
 from farm.compute.device import build_problem, list_devices
 
+ROOT = Path(__file__).resolve().parents[1]  # the checkout the tests test
+
 # `farm bench` remembers kernel rates for `farm validate` (farm/rates.py): keep the
 # tests' measurements out of the user's cache.
 os.environ.setdefault("FARM_RATES", os.path.join(tempfile.mkdtemp(prefix="farm-rates-"), "rates.json"))
@@ -96,8 +98,10 @@ def write_job(tmp_path: Path):
 
 def run_farm(*args: str, cwd: Path | None = None, env: dict | None = None,
              timeout: float = 600) -> subprocess.CompletedProcess:
-    """``python -m farm ARGS`` in a subprocess (as a user runs it)."""
+    """``python -m farm ARGS`` in a subprocess (as a user runs it), from this checkout
+    whatever ``cwd`` is (an installed copy of the farm would otherwise win there)."""
     full_env = {**os.environ, **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-m", "farm", *args], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
 
