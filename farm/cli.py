@@ -205,6 +205,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
     job = specmod.load(args.job)
     Style.from_settings(job.color)  # a gradient file that cannot be read or parsed: before any work
+    _warn(specmod.warnings(job))
     return render(job, store=args.store, video=args.video, options=_render_options(args))
 
 
@@ -222,6 +223,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from farm.report import plan_info, plan_summary
 
     job = specmod.load(args.job)
+    _warn(specmod.warnings(job))
     plan = make_plan(job)
     specmod.check_writable(job.output.store, "output.store")
     specmod.check_writable(job.output.video, "output.video")
@@ -229,11 +231,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     device = _estimate_device(args.device)
     refs = plan.references()  # perturbed frames: their reference points (issue 14)
     plan = with_period_limits(plan, refs)  # max = "auto": a few periods of a nucleus reference
-    for line in structure.check(plan, refs):  # a zoom into nothing (issue 10.5)
-        print(f"farm: warning: {line}", file=sys.stderr)
+    _warn(structure.check(plan, refs))  # a zoom into nothing (issue 10.5)
     print(json.dumps(plan_info(plan, args.job, device, refs)) if args.json
           else plan_summary(plan, args.job, device, refs))
     return 0
+
+
+def _warn(lines: Sequence[str]) -> None:
+    for line in lines:
+        print(f"farm: warning: {line}", file=sys.stderr)
 
 
 def _estimate_device(selector: str | None) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 from farm.plan import Plan
@@ -36,8 +37,6 @@ def _work_by_format(plan: Plan) -> dict[str, int]:
 
 
 def _storage_lines(plan: Plan) -> list[str]:
-    from pathlib import Path
-
     from farm.store import layout, space
 
     path = Path(plan.spec.output.store)
@@ -85,12 +84,22 @@ def _method_lines(plan: Plan) -> list[str]:
     ]
 
 
+def _width_line(plan: Plan) -> str:
+    spec, video = plan.spec, plan.video_frames
+    first, last = video[0], video[-1]
+    if len(video) == 1:
+        unused = "" if spec.view.width[0] == spec.view.width[1] else (
+            f"; view.width[1] = {spec.view.width[1]} is not used: one frame")
+        return f"width      {spec.view.width[0]} (pixel spacing 1e{first.log10_spacing:.1f}{unused})"
+    return (f"width      {spec.view.width[0]} -> {spec.view.width[1]} "
+            f"(pixel spacing 1e{first.log10_spacing:.1f} -> 1e{last.log10_spacing:.1f})")
+
+
 def plan_summary(plan: Plan, source: str, device: str | None = None,
                  refs: References | None = None) -> str:
     spec = plan.spec
     w, h = spec.size
     video = plan.video_frames
-    first, last = video[0], video[-1]
     max_iters = [f.max_iter for f in video]
     mode = "auto" if spec.iterations.max == "auto" else "fixed"
     what = "frame" if plan.layout is None else "unit"
@@ -101,8 +110,7 @@ def plan_summary(plan: Plan, source: str, device: str | None = None,
         f"image      {w}x{h}; tiles {plan.grid.tile_w}x{plan.grid.tile_h}, "
         f"{plan.grid.count} per {what}, {plan.tasks} in all",
         f"center     {spec.view.center[0]}, {spec.view.center[1]}",
-        f"width      {spec.view.width[0]} -> {spec.view.width[1]} "
-        f"(pixel spacing 1e{first.log10_spacing:.1f} -> 1e{last.log10_spacing:.1f})",
+        _width_line(plan),
         f"max iter   {min(max_iters)} .. {max(max_iters)} ({mode})",
         f"precision  {'' if plan.layout is None else 'units: '}"
         f"{_spans([f.precision for f in plan.frames])}",
@@ -113,7 +121,8 @@ def plan_summary(plan: Plan, source: str, device: str | None = None,
         "(if every pixel ran to max iter; escaping pixels cost less)",
         _time_line(plan, device),
         *_storage_lines(plan),
-        f"video      {spec.output.video} (crf {spec.output.crf})",
+        (f"video      {spec.output.video} (crf {spec.output.crf})" if len(video) > 1 else
+         f"still      {Path(spec.output.video).with_suffix('.png')} (one frame: a PNG)"),
     ]
     return "\n".join(lines)
 

@@ -352,6 +352,17 @@ def from_dict(data: dict[str, Any], name: str = "job", source: str | None = None
     return spec
 
 
+def warnings(spec: JobSpec) -> list[str]:
+    """What a valid spec probably did not mean, one line each (``farm validate`` and
+    ``farm render`` print them and go on)."""
+    out = []
+    first, last = spec.view.width
+    if spec.frames == 1 and Fraction(first) != Fraction(last):
+        out.append(f"animation.frames = 1 renders view.width[0] = {first} only; view.width[1] = "
+                   f"{last} is not used (frames >= 2 make a zoom; one width makes a still)")
+    return out
+
+
 def auto_tile_side(samples: int) -> int:
     """The longest side of a ``tile = "auto"`` tile: 2048 pixels with one sample a pixel,
     less with more samples, so that such a tile holds at most 2048^2 samples (64 MiB of
