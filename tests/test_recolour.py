@@ -3,10 +3,14 @@ encode` with other colours writes beside the render's video, never over it."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import h5py
+import numpy as np
 import pytest
-from conftest import run_farm
+from conftest import job_text, run_farm
+from PIL import Image
 
 
 def _fingerprint(path: Path) -> tuple[bytes, int]:
@@ -63,3 +67,61 @@ def test_a_still_is_recoloured_beside_its_png(tmp_path, write_job):
     assert result.returncode == 0, result.stderr
     assert _fingerprint(still) == before
     assert (tmp_path / "job.gray.png").stat().st_size > 0
+
+
+def _gradient_job(folder: Path, out: Path, palette: str = "pal/warm.txt") -> Path:
+    """A job in ``folder`` whose gradient file is ``folder/pal/warm.txt``."""
+    (folder / "pal").mkdir(parents=True)
+    (folder / "pal" / "warm.txt").write_text("#ff0000\n#00ff00\n0 0 255\n")
+    job = folder / "job.toml"
+    job.write_text(job_text(size=(32, 24), frames=3, width=("3", "0.5"), tile=(16, 16), max_iter=100,
+                            extra=f'[color]\npalette = "{palette}"\n[output]\n'
+                            f'store = "{out / "g.h5"}"\nvideo = "{out / "g.mp4"}"\n'))
+    return job
+
+
+def _pngs(folder: Path) -> list[np.ndarray]:
+    return [np.asarray(Image.open(p)) for p in sorted(folder.glob("*.png"))]
+
+
+def test_a_gradient_file_is_read_next_to_the_job_and_kept_in_the_store(tmp_path):
+    """color.palette = "pal/warm.txt" is the file beside the job file, whatever the current
+    directory; its stops go into the store's spec, so the store recolours from anywhere
+    once the file is gone."""
+    jobs, out, elsewhere = tmp_path / "jobs", tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    job = _gradient_job(jobs, out)
+    for args in (("validate", str(job)), ("render", str(job), "--quiet", "--no-video")):
+        result = run_farm(*args, cwd=elsewhere)
+        assert result.returncode == 0, result.stderr
+    store = out / "g.h5"
+    with h5py.File(store) as f:
+        assert 'palette = {name = "warm", stops = [[0.0, [255, 0, 0]]' in f.attrs["spec"]
+    by_file = run_farm("frames", str(store), "--out", str(tmp_path / "by_file"),
+                       "--palette", str(jobs / "pal" / "warm.txt"))
+    assert by_file.returncode == 0, by_file.stderr
+    shutil.rmtree(jobs / "pal")
+    stored = run_farm("frames", str(store), "--out", str(tmp_path / "stored"), cwd=elsewhere)
+    assert stored.returncode == 0, stored.stderr
+    assert len(_pngs(tmp_path / "stored")) == 3
+    assert all((a == b).all() for a, b in zip(_pngs(tmp_path / "stored"), _pngs(tmp_path / "by_file"),
+                                              strict=True))
+    # a --job file's gradient is relative to that job file's folder, too
+    colours = tmp_path / "colours"
+    (colours / "pal").mkdir(parents=True)
+    (colours / "pal" / "warm.txt").write_text("#ff0000\n#00ff00\n0 0 255\n")
+    (colours / "c.toml").write_text('[color]\npalette = "pal/warm.txt"\n')
+    again = run_farm("frames", str(store), "--out", str(tmp_path / "job"), "--job",
+                     str(colours / "c.toml"), cwd=elsewhere)
+    assert again.returncode == 0, again.stderr
+    assert all((a == b).all() for a, b in zip(_pngs(tmp_path / "job"), _pngs(tmp_path / "stored"),
+                                              strict=True))
+
+
+def test_a_missing_gradient_file_names_where_it_was_looked_for(tmp_path):
+    job = _gradient_job(tmp_path / "jobs", tmp_path / "out", palette="pal/cold.json")
+    result = run_farm("validate", str(job), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip()
+    assert "\n" not in line and "color.palette" in line
+    assert str(tmp_path / "jobs" / "pal" / "cold.json") in line

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from farm import spec as specmod
+from farm.color.palettes import Gradient
 
 # (section, key) of every setting that changes the video made from a store's frames
 VIDEO_KEYS = (("color", "method"), ("color", "palette"), ("color", "cycles"),
@@ -38,7 +39,7 @@ def _label(name: str, value: Any) -> str:
     """A file-name part for one changed setting: ``ice``, ``histogram``, ``cycles1.5``."""
     key = name.partition(".")[2]
     if key == "palette":
-        text = value["name"] if isinstance(value, dict) else Path(str(value)).stem
+        text = value.name if isinstance(value, Gradient) else Path(str(value)).stem
     elif key in ("method", "preset", "codec"):
         text = str(value)
     elif key == "light":

@@ -45,11 +45,20 @@ def with_overrides(spec: specmod.JobSpec, job: str | None = None,
     """``spec`` with ``job``'s colour/output sections, then ``options``
     (``{"color": {"palette": "fire"}, ...}``, None values ignored), validated."""
     data = tomllib.loads(specmod.canonical_text(spec))
-    layers = [_job_overrides(job)] if job else []
-    layers.append(options or {})
-    for layer in layers:
+    # a gradient file: --job's relative to its folder, an option's to the current one
+    layers: list[tuple[dict[str, dict[str, Any]], Path, str | None]] = []
+    if job:
+        layers.append((_job_overrides(job), Path(job).parent, job))
+    layers.append((options or {}, Path(), None))
+    for layer, base, source in layers:
         for section, values in layer.items():
-            data.setdefault(section, {}).update({k: v for k, v in values.items() if v is not None})
+            given = {k: v for k, v in values.items() if v is not None}
+            if section == "color" and "palette" in given:
+                try:
+                    given["palette"] = specmod.resolve_palette(given["palette"], base)
+                except SpecError as err:
+                    raise SpecError(err.field, err.message, source) from None
+            data.setdefault(section, {}).update(given)
     return specmod.from_dict(data, source=job)
 
 
