@@ -298,7 +298,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
         spec = settings_from_args(store.spec, args)
         target = Path(spec.output.video)
         if args.video is None and not names_video(args.job):  # never over another colour's video
-            target = recolour_target(store.spec, spec, store.frames)
+            target = recolour_target(args.store, store.spec, spec, store.frames)
     path = encode_video(args.store, spec.color, VideoSettings.from_spec(spec, target))
     beside = "" if target == Path(spec.output.video) else (
         f" (beside {spec.output.video}, made with other settings; --video P names the path)")

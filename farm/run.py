@@ -135,6 +135,8 @@ class _Session:
     timing: MasterTiming
     sink: SinkProcess | None  # the video, coloured and encoded while the render runs
     video_path: Path | None = None  # where the sink put it
+    job: specmod.JobSpec | None = None  # whose video settings the sink has
+    video: str | None = None  # the video path the sink was given
 
 
 def _spawn_sink(options: RenderOptions) -> SinkProcess | None:
@@ -194,6 +196,9 @@ def _write_session(session: _Session, link: transport.MasterLink,
             for f in plan.frames_ready(writer.frame_done):  # frames a resume finds done
                 sink.frame_complete(int(f))
         pending = writer.pending()
+        if sink and not pending and _video_in_place(session):  # nothing to do (issue 25.6c)
+            sink.abort()
+            sink = session.sink = None
         timeline: dict[str, float] = {"process_started": session.timing.process_started,
                                       "reference_s": session.timing.reference_s}
         report = None
@@ -209,11 +214,30 @@ def _write_session(session: _Session, link: transport.MasterLink,
             else:
                 sink.abort()
         writer.end_run(timeline)
+    if session.video_path is not None and session.job is not None:  # the writer has closed
+        from farm.encode import record
+
+        record.remember(session.store_path, session.video_path, session.job)
     if options.progress and (report is not None or sink):
         with Store(session.store_path) as store:
             lines = timeline_lines(store.status()["run"])
         print("\n".join(f"farm: {line}" for line in lines), file=sys.stderr)
     return report
+
+
+def _video_in_place(session: _Session) -> bool:
+    """Whether the complete store's video is the one its render made with the session's
+    settings, unchanged since (farm/encode/record.py); says so on stderr when it is."""
+    from farm.encode import record
+
+    if session.job is None or session.video is None:
+        return False
+    output = record.output_path(session.video, len(session.plan.video_frames))
+    if not record.up_to_date(session.store_path, output, session.job):
+        return False
+    print(f"farm: {output} is in place, made from this store with these settings; nothing to do",
+          file=sys.stderr)
+    return True
 
 
 def _render(session: _Session, writer: StoreWriter, link: transport.MasterLink,
@@ -309,7 +333,7 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
             plan, refs = prepare_store(spec, store_path, options.restart, options.progress,
                                        options.check_space, timing)
             session = _Session(plan, store_path, options, timing,
-                               _open_sink(sink, spec, store_path, video))
+                               _open_sink(sink, spec, store_path, video), job=spec, video=video)
             return _finish(_run_in_process(session, refs, bound), session)
     except BaseException:
         if sink is not None:
@@ -379,7 +403,7 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
         plan, refs = prepare_store(spec, store_path, options.restart, options.progress,
                                    options.check_space, timing)
         session = _Session(plan, store_path, options, timing,
-                           _open_sink(sink, spec, store_path, video))
+                           _open_sink(sink, spec, store_path, video), job=spec, video=video)
     except BaseException:
         held.close()
         raise

@@ -125,3 +125,38 @@ def test_a_missing_gradient_file_names_where_it_was_looked_for(tmp_path):
     line = result.stderr.strip()
     assert "\n" not in line and "color.palette" in line
     assert str(tmp_path / "jobs" / "pal" / "cold.json") in line
+
+
+def test_render_or_resume_of_a_finished_store_leaves_its_video_alone(rendered, tmp_path):
+    """Issue 25.6c: a complete store whose video is in place, made with the same
+    settings, is not coloured and encoded again; a video that is missing, changed or made
+    with other colours is."""
+    store, video = rendered
+    job = tmp_path / "job.toml"
+    before = _fingerprint(video)
+    for args in (("resume", str(store)), ("render", str(job))):
+        result = run_farm(*args, "--quiet", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert "nothing to do" in result.stderr and "wrote" not in result.stderr, result.stderr
+        assert _fingerprint(video) == before
+    with h5py.File(store) as f:
+        assert f["runs"]["video_frames"][:3].tolist() == [4, 0, 0]
+
+    video.unlink()  # missing: made again
+    result = run_farm("resume", str(store), "--quiet")
+    assert result.returncode == 0 and f"wrote {video}" in result.stderr, result.stderr
+    assert video.read_bytes() == before[0]
+
+    video.write_bytes(b"not the video")  # changed: made again
+    assert run_farm("resume", str(store), "--quiet").returncode == 0
+    assert video.read_bytes() == before[0]
+
+    job.write_text(job.read_text() + '[color]\npalette = "ice"\n')  # other colours: made again
+    result = run_farm("render", str(job), "--quiet", cwd=tmp_path)
+    assert result.returncode == 0 and f"wrote {video}" in result.stderr, result.stderr
+    ice = _fingerprint(video)
+    assert ice[0] != before[0]
+    # the store's job still says "classic": encode knows the video there is ice
+    result = run_farm("encode", str(store))
+    assert result.returncode == 0, result.stderr
+    assert _fingerprint(video) == ice and (tmp_path / "job.classic.mp4").read_bytes() == before[0]
