@@ -96,13 +96,20 @@ def write_job(tmp_path: Path):
     return write
 
 
+def checkout_env(extra: dict | None = None) -> dict:
+    """The environment for ``python -m farm`` in a subprocess, with ``extra``: this
+    checkout first on PYTHONPATH, so that the farm under test runs whatever the
+    subprocess's directory (an installed copy would otherwise win there)."""
+    env = {**os.environ, **(extra or {})}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
 def run_farm(*args: str, cwd: Path | None = None, env: dict | None = None,
              timeout: float = 600) -> subprocess.CompletedProcess:
     """``python -m farm ARGS`` in a subprocess (as a user runs it), from this checkout
     whatever ``cwd`` is (an installed copy of the farm would otherwise win there)."""
-    full_env = {**os.environ, **(env or {})}
-    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "farm", *args], cwd=cwd, env=full_env,
+    return subprocess.run([sys.executable, "-m", "farm", *args], cwd=cwd, env=checkout_env(env),
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -6,7 +6,6 @@ with nothing written where nothing should be."""
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import signal
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from conftest import assert_same_datasets, run_farm, wait_for_tiles
+from conftest import assert_same_datasets, checkout_env, run_farm, wait_for_tiles
 
 from farm.compute.device import list_devices
 from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE
@@ -152,7 +151,7 @@ def test_two_renders_of_one_store_cannot_run_at_once(tmp_path):
     store = tmp_path / "renders" / "zoom.h5"
     # 0.2 s a tile: the first render lasts a minute unless killed, which the test does
     first = subprocess.Popen([sys.executable, "-m", "farm", "render", str(job), "--no-video", "--quiet"],
-                             cwd=tmp_path, env={**os.environ, "FARM_TEST_TILE_DELAY": "0.2"},
+                             cwd=tmp_path, env=checkout_env({"FARM_TEST_TILE_DELAY": "0.2"}),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for_tiles(first, store, 3)
