@@ -42,6 +42,10 @@ def _storage_lines(plan: Plan) -> list[str]:
     path = Path(plan.spec.output.store)
     size, free = layout.store_bytes(plan), space.free(path) + space.allocated(path)
     fits = "" if size <= free else "  -- does not fit: `farm render` will refuse it"
+    cap = space.largest_file(path)
+    if cap is not None and size > cap[1]:
+        fits = (f"  -- larger than the largest file of its file system ({cap[0]}: "
+                f"{space.human(cap[1])}): `farm render` will refuse it")
     return [f"store      {plan.spec.output.store}",
             f"store size {space.human(size)} when complete ({space.human(free)} free there){fits}"]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import signal
 import sys
 import threading
@@ -69,7 +70,8 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
     """Create the store for ``spec``, or check that the existing one is for the same
     job (then it resumes). ``restart`` replaces an existing store. Returns the plan and
     the references of its perturbed frames (chosen once, kept in the store).
-    With ``check_space``, a store its file system cannot hold is refused first;
+    A store larger than its file system's largest file is refused first, and with
+    ``check_space`` one that does not fit its free space;
     ``timing`` counts the seconds of the references."""
     specmod.check_writable(path, "output.store")
     if path.exists() and not restart:
@@ -84,8 +86,8 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
             f"output.store: {path} holds a different job (differs in {', '.join(diff)}); "
             "use --restart to replace it, or --store to choose another path")
     plan = make_plan(spec)
-    if check_space:
-        space.check(path, layout.store_bytes(plan), "output.store", replacing=restart)
+    space.check(path, layout.store_bytes(plan), "output.store", replacing=restart,
+                free_space=check_space)  # the file system's largest file: always
     if path.exists():
         path.unlink()
     t0 = time.perf_counter()
@@ -93,10 +95,18 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
     if timing is not None:
         timing.reference_s += time.perf_counter() - t0
     limited = with_period_limits(plan, refs)  # max = "auto": a few periods of a nucleus reference
-    if check_space and limited is not plan:  # a longer histogram: the store grows
-        space.check(path, layout.store_bytes(limited), "output.store", replacing=restart)
+    if limited is not plan:  # a longer histogram: the store grows
+        space.check(path, layout.store_bytes(limited), "output.store", replacing=restart,
+                    free_space=check_space)
     plan = limited
-    layout.create(path, plan, refs)
+    try:
+        layout.create(path, plan, refs)
+    except OSError as err:  # a file system whose largest file space.MAX_FILE does not know
+        if err.errno != errno.EFBIG:
+            raise
+        raise StoreError(f"output.store: {path} needs {space.human(layout.store_bytes(plan))} "
+                         "when complete, more than its file system holds in one file; choose "
+                         "a --store on another file system, or render fewer frames or pixels") from None
     return plan, refs
 
 
