@@ -243,12 +243,14 @@ def _warn(lines: Sequence[str]) -> None:
 
 
 def _estimate_device(selector: str | None) -> str | None:
-    """The name of the device a render would use, for a time estimate (None without one)."""
+    """The name of the device a render would use, for a time estimate (None without one).
+    A selector that names no device is an error, as in `farm render`."""
     from farm.compute.device import candidates, selector_from_env
+    from farm.errors import DeviceError
 
     try:
         return candidates(selector_from_env(selector))[0][0].name
-    except FarmError:
+    except DeviceError:
         return None
 
 
@@ -338,7 +340,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_devices(args: argparse.Namespace) -> int:
     from farm.report import devices_text
 
-    print(devices_text(args.device))
+    text, error = devices_text(args.device)
+    if text:
+        print(text)
+    if error is not None:  # after the list: what the selector gives, and the exit status
+        raise error
     return 0
 
 

@@ -261,52 +261,59 @@ def timeline_lines(run: dict[str, Any]) -> list[str]:
     return lines
 
 
-def devices_text(selector: str | None) -> str:
+def devices_text(selector: str | None) -> tuple[str, Any]:
+    """``farm devices``: every device (those that cannot render with why), the
+    candidates for the selector (``--device``, else FARM_DEVICE) and what is missing;
+    and the selector's error (a FarmError: the command's exit status) or None. A
+    selector that is not one says only that."""
     from farm.compute.device import (
-        build_problem,
         candidates,
+        check_selector,
         compiler_hint,
+        known_problem,
         list_devices,
-        missing_driver_hint,
         selector_from_env,
+        unregistered_driver,
     )
     from farm.errors import FarmError
     from farm.schedule import transport
 
-    comm = transport.mpi_world()
     sel = selector_from_env(selector)
+    try:
+        check_selector(sel)
+    except FarmError as err:
+        return "", err
+    comm = transport.mpi_world()
     devs = list_devices()
     lines = [] if devs else ["no OpenCL platform found"]
+    error: FarmError | None = None
     try:
         chosen = [d[0] for d in candidates(sel)]
-        error = ""
     except FarmError as err:
-        chosen, error = [], str(err)
-    broken = False
+        chosen, error = [], err
+    broken = []
     for info, _ in devs:
         mark = "*" if info in chosen else " "
-        problem = build_problem(info)
-        broken = broken or problem is not None
-        lines.append(f"{mark} {info.describe()}" + (f"\n      cannot compile kernels: {problem}"
-                                                    if problem else ""))
+        problem = known_problem(info)  # checked: the candidates and the devices before them
+        if problem:
+            broken.append(info)
+        lines.append(f"{mark} {info.describe()}" + (f"\n      cannot render: {problem}" if problem else ""))
     if chosen:
         gpus = [i.ref for i in chosen if i.kind == "GPU"]
         local = f"every GPU ({', '.join(gpus)})" if gpus else chosen[0].ref
-        lines.append(f"* = candidates for --device {sel}; one process uses {local}, "
+        lines.append(f"* = candidates for {sel.origin} {sel}; one process uses {local}, "
                      f"MPI worker k of a node uses candidate k")
-    if error:
-        lines.append(f"selector {sel!r}: {error}")
     if broken:
-        lines.append("a device that cannot compile kernels is never used; " + compiler_hint())
+        lines.append("a device that cannot render is never used"
+                     + ("" if chosen else "; " + compiler_hint(broken, [i for i, _ in devs])))
     if not any(i.kind == "GPU" for i, _ in devs):
-        hint = missing_driver_hint()
-        if chosen and hint.startswith("for a CPU device"):  # PoCL is there and works
-            hint = "renders run on the CPU device above; for a GPU install its vendor's OpenCL driver"
-        lines.append("no GPU: " + hint)
+        lines.append("no GPU: " + (unregistered_driver() or (
+            "renders run on the CPU device above; " if chosen else "") + "for a GPU install its "
+            "vendor's OpenCL driver"))
     if comm is not None:
         lines = _mpi_bindings(comm, sel) + ([""] + lines if comm.Get_rank() == 0 else [])
-        return "\n".join(lines) if comm.Get_rank() == 0 else ""
-    return "\n".join(lines)
+        return ("\n".join(lines) if comm.Get_rank() == 0 else ""), error
+    return "\n".join(lines), error
 
 
 def _mpi_bindings(comm, selector: str) -> list[str]:

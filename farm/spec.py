@@ -438,7 +438,7 @@ def load(path: str | os.PathLike[str]) -> JobSpec:
     gradient file is read from the job file's folder."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is not TOML
     except FileNotFoundError:
         raise SpecError("job file", f"{p} does not exist") from None
     except (OSError, UnicodeDecodeError) as err:

@@ -32,14 +32,15 @@ os.environ.setdefault("FARM_PREP_PROCESSES", "0")
 
 
 def _devices():
-    """Every device that compiles kernels, one per kind that is not a GPU (a machine
-    may list two PoCL CPU platforms: testing both only doubles the time)."""
+    """Every device that renders, one per kind that is not a GPU (a machine may list
+    two PoCL CPU platforms: testing both only doubles the time, and the second is not
+    even checked, farm/compute/kernelcheck.py)."""
     want = os.environ.get("FARM_TEST_DEVICES", "").upper()
     devs, kinds = [], set()
     for info, dev in list_devices():
-        if not info.fp64 or (want and info.kind != want) or build_problem(info):
-            continue
         if info.kind != "GPU" and info.kind in kinds:
+            continue
+        if not info.fp64 or (want and info.kind != want) or build_problem(info):
             continue
         kinds.add(info.kind)
         devs.append((info, dev))

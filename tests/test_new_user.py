@@ -201,7 +201,7 @@ def test_one_cpu_device_is_a_candidate_the_first_that_compiles(monkeypatch):
     assert [i.platform_index for i, _ in devmod._usable(devs)] == [1, 2]
     assert probed == [0, 1, 2]  # platform 3's CPU device is not built on
     broken.update({1, 2, 3})
-    with pytest.raises(devmod.DeviceError, match="no OpenCL device can compile"):
+    with pytest.raises(devmod.DeviceError, match="no OpenCL device can render"):
         devmod._usable(devs)
 
 

@@ -21,7 +21,7 @@ JOB_SECTIONS = ("color", "output")
 def _job_overrides(path: str) -> dict[str, dict[str, Any]]:
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = tomllib.loads(p.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise SpecError("--job", f"{p} does not exist") from None
     except (OSError, UnicodeDecodeError) as err:
