@@ -90,11 +90,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="delete an existing store and render from scratch")
     _add_render_options(p)
 
-    p = sub.add_parser("resume", help="continue the render a store holds", epilog=EPILOG)
+    p = sub.add_parser("resume", help="continue the render a store holds", epilog=EPILOG,
+                       description="Render what STORE lacks, with the job the store holds "
+                       "(its colours and video path too), then make the video. A complete "
+                       "store whose video is in place, made with the same settings, is left "
+                       "as it is. Under `mpiexec -n N`, as `farm render`.")
     p.add_argument("store", metavar="STORE")
     _add_render_options(p)
 
-    p = sub.add_parser("status", help="progress, rate, ETA and balance of a store")
+    p = sub.add_parser("status", help="progress, rate, ETA and balance of a store",
+                       description="Show how far STORE's render is: frames and tiles done, "
+                       "who renders it now, the latest run's rate, ETA and per-worker balance, "
+                       "where its time went, and a map of the frames. Reads only; safe while "
+                       "a render runs.")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -132,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "resampled from the centre image. Needs the OpenEXR package "
                        "(pip install 'zoomfarm[exr]').")
     p.add_argument("store", metavar="STORE")
-    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="directory for the OpenEXR files (created if needed)")
     p.add_argument("--stem", default="expmap", help="file name stem (default: expmap)")
     p.add_argument("--inner-octaves", type=int, metavar="N",
                    help="octaves below the strip from the centre image (default: down to one "
@@ -146,16 +155,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", metavar="SEL", help="device the time estimate is for (env FARM_DEVICE)")
     p.add_argument("--json", action="store_true", help="the plan as JSON (for scripts)")
 
-    p = sub.add_parser("devices", help="list OpenCL devices and the one a render would use")
-    p.add_argument("--device", metavar="SEL", help="selector to test (env FARM_DEVICE)")
+    p = sub.add_parser("devices", help="list OpenCL devices and the one a render would use",
+                       description="List every OpenCL device, mark the candidates a render "
+                       "would use for the selector (--device, else FARM_DEVICE, else auto), say "
+                       "why a device cannot render (its compiler fails on the kernels: checked "
+                       "once per driver in a child process) and what is missing. Exit status: "
+                       "0, or the selector's error (2: names no device; 1: no usable device).")
+    p.add_argument("--device", metavar="SEL", help="selector to test: auto | gpu | cpu | P:D "
+                   "(env FARM_DEVICE)")
 
-    p = sub.add_parser("bench", help="kernel speed per number format, in Giter/s")
+    p = sub.add_parser("bench", help="kernel speed per number format, in Giter/s",
+                       description="Time the kernels of each number format on one device "
+                       "(a fixed all-interior workload, so machines compare) and remember the "
+                       "rates for the time bound of `farm validate`.")
     p.add_argument("--device", metavar="SEL", help="device selector (env FARM_DEVICE)")
     p.add_argument("--formats", default="f64,fp128,quad-single,perturb,perturb-fx",
                    help="comma-separated (perturb: double deltas; perturb-fx: floatexp deltas)")
     p.add_argument("--workload", choices=("small", "standard"),
                    help="small (CPU) or standard (GPU); default by device type")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the rows as JSON (for scripts)")
     return parser
 
 

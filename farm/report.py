@@ -180,6 +180,13 @@ def _frame_strip(progress: list[float], width: int = 64) -> str:
     return "\n".join(f"  {chars[i:i + width]}" for i in range(0, len(chars), width))
 
 
+def _complete(count: int, progress: list[float]) -> int:
+    """Frames (units) complete, counting only those whose tiles were all done when the
+    tiles were read: a render that runs on writes ``frame_done`` after ``done``, and a
+    frame counted complete beside tiles not yet done read as 48 frames of 47 tiles."""
+    return min(count, sum(1 for p in progress if p >= 1))
+
+
 def status_text(info: dict[str, Any]) -> str:
     done, total = info["tiles_done"], info["tiles_total"]
     expmap = info.get("method") == "expmap"
@@ -189,11 +196,13 @@ def status_text(info: dict[str, Any]) -> str:
     ]
     if expmap:
         lines += ["method     expmap: video frames are synthesised from rendered units",
-                  f"units      {info['units_complete']}/{info['units']} complete",
+                  f"units      {_complete(info['units_complete'], info['unit_progress'])}/"
+                  f"{info['units']} complete",
                   f"frames     {info['frames_complete']}/{info['frames']} ready (all their units "
                   "complete)"]
     else:
-        lines.append(f"frames     {info['frames_complete']}/{info['frames']} complete")
+        lines.append(f"frames     {_complete(info['frames_complete'], info['frame_progress'])}/"
+                     f"{info['frames']} complete")
     lines.append(f"tiles      {done}/{total} ({100 * done / total:.1f}%), "
                  f"{info['tiles_per_frame']} per {'unit' if expmap else 'frame'}")
     holder = info.get("rendering")
@@ -215,7 +224,7 @@ def status_text(info: dict[str, Any]) -> str:
             else:
                 eta = "stopped"
             lines.append(f"rate       {run['tiles_per_s']:.3g} tiles/s over {run['elapsed_s']:.1f} s; "
-                         f"{eta}; last tile {run['last_tile_age_s']:.0f} s ago")
+                         f"{eta}; last tile {max(0.0, run['last_tile_age_s']):.0f} s ago")
             busy = ", ".join(f"rank {r}: {b:.2f} s ({100 * run['busy_share'][r]:.0f}%)"
                              for r, b in run["busy_s"].items())
             lines.append(f"busy       {busy}")

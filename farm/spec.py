@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import errno
 import hashlib
 import json
 import math
@@ -510,6 +511,16 @@ def _probe_directory(directory: Path) -> str | None:
     return None
 
 
+def _why_not_writable(p: Path) -> str:
+    """Why the existing file ``p`` cannot be written: its file system is mounted
+    read-only (EROFS), or permission is denied."""
+    try:
+        read_only = bool(os.statvfs(p).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    return os.strerror(errno.EROFS).lower() if read_only else "permission denied"
+
+
 def _existing_ancestor(p: Path, field: str, path: object) -> Path:
     """The nearest folder of ``p`` that exists (the ones below it would be created)."""
     parent = p.parent
@@ -527,7 +538,7 @@ def check_writable(path: str | os.PathLike[str], field: str) -> None:
     if p.is_dir():
         raise SpecError(field, f"{path} is a directory, not a file")
     if p.exists() and not os.access(p, os.W_OK):
-        raise SpecError(field, f"cannot write {path}: permission denied")
+        raise SpecError(field, f"cannot write {path}: {_why_not_writable(p)}")
     folder = _existing_ancestor(p, field, path)
     problem = _probe_directory(folder)
     if problem:

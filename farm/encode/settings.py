@@ -77,6 +77,9 @@ def frame_range(text: str | None, frames: int) -> list[int] | None:
             hi = lo + 1
     except ValueError:
         raise UsageError(f"--frames: {text!r} is not A:B or N (frame numbers)") from None
+    if lo >= hi:
+        raise UsageError(f"--frames: {text} is an empty range: A:B means frames A to B-1, "
+                         f"so B must be above A (the store has frames 0..{frames - 1})")
     if not 0 <= lo < hi <= frames:
         raise UsageError(f"--frames: {text} is outside the store's frames 0..{frames - 1} "
                          "(A:B means frames A to B-1)")
