@@ -2,7 +2,7 @@
 """The whole job as a user waits for it: render, video, encode, frames, on 1 and 2 GPUs.
 
     python3 benchmarks/pipeline.py                       # heavy and light 1080p jobs
-    python3 benchmarks/pipeline.py --gpus 1 --runs render,video --jobs benchmarks/jobs/light_1080p.toml
+    python3 benchmarks/pipeline.py --runs render,video --jobs benchmarks/jobs/light_1080p.toml  # 1 GPU
 
 For each job it times, as wall-clock seconds of the whole command (start-up
 included):

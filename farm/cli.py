@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 import numpy as np
@@ -91,11 +92,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="delete an existing store and render from scratch")
     _add_render_options(p)
 
-    p = sub.add_parser("resume", help="continue the render a store holds", epilog=EPILOG)
+    p = sub.add_parser("resume", help="continue the render a store holds", epilog=EPILOG,
+                       description="Render what STORE lacks, with the job the store holds "
+                       "(its colours and video path too), then make the video. A complete "
+                       "store whose video is in place, made with the same settings, is left "
+                       "as it is. Under `mpiexec -n N`, as `farm render`.")
     p.add_argument("store", metavar="STORE")
     _add_render_options(p)
 
-    p = sub.add_parser("status", help="progress, rate, ETA and balance of a store")
+    p = sub.add_parser("status", help="progress, rate, ETA and balance of a store",
+                       description="Show how far STORE's render is: frames and tiles done, "
+                       "who renders it now, the latest run's rate, ETA and per-worker balance, "
+                       "where its time went, and a map of the frames. Reads only; safe while "
+                       "a render runs.")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -112,10 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("encode", help="encode a complete store into an MP4 video",
                        description="Colour every frame of a complete store and encode the video "
                        "(a one-frame store: a PNG at the video path with .png). Colour and output "
-                       "settings: the store's, then --job's, then the options below.")
+                       "settings: the store's, then --job's, then the options below. Without "
+                       "--video, a video made with other settings is kept: the new one goes "
+                       "beside it, named by what changed (seahorse.ice.mp4).")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--video", metavar="P",
-                   help="video path, .mp4 (default: output.video of the store's job, or of --job)")
+                   help="video path, .mp4 (default: output.video of the store's job, or of --job; "
+                   "with other colours than the video there, beside it: NAME.ice.mp4)")
     p.add_argument("--fps", type=int, help="frames per second (default: animation.fps)")
     p.add_argument("--crf", type=int, help="quality, 0-51, lower is better (default: output.crf)")
     p.add_argument("--preset", help="x264 preset, ultrafast .. veryslow (default: output.preset)")
@@ -130,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "resampled from the centre image. Needs the OpenEXR package "
                        "(pip install 'zoomfarm[exr]').")
     p.add_argument("store", metavar="STORE")
-    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="directory for the OpenEXR files (created if needed)")
     p.add_argument("--stem", default="expmap", help="file name stem (default: expmap)")
     p.add_argument("--inner-octaves", type=int, metavar="N",
                    help="octaves below the strip from the centre image (default: down to one "
@@ -144,16 +157,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", metavar="SEL", help="device the time estimate is for (env FARM_DEVICE)")
     p.add_argument("--json", action="store_true", help="the plan as JSON (for scripts)")
 
-    p = sub.add_parser("devices", help="list OpenCL devices and the one a render would use")
-    p.add_argument("--device", metavar="SEL", help="selector to test (env FARM_DEVICE)")
+    p = sub.add_parser("devices", help="list OpenCL devices and the one a render would use",
+                       description="List every OpenCL device, mark the candidates a render "
+                       "would use for the selector (--device, else FARM_DEVICE, else auto), say "
+                       "why a device cannot render (its compiler fails on the kernels: checked "
+                       "once per driver in a child process) and what is missing. Exit status: "
+                       "0, or the selector's error (2: names no device; 1: no usable device).")
+    p.add_argument("--device", metavar="SEL", help="selector to test: auto | gpu | cpu | P:D "
+                   "(env FARM_DEVICE)")
 
-    p = sub.add_parser("bench", help="kernel speed per number format, in Giter/s")
+    p = sub.add_parser("bench", help="kernel speed per number format, in Giter/s",
+                       description="Time the kernels of each number format on one device "
+                       "(a fixed all-interior workload, so machines compare) and remember the "
+                       "rates for the time bound of `farm validate`.")
     p.add_argument("--device", metavar="SEL", help="device selector (env FARM_DEVICE)")
     p.add_argument("--formats", default="f64,fp128,quad-single,perturb,perturb-fx",
                    help="comma-separated (perturb: double deltas; perturb-fx: floatexp deltas)")
     p.add_argument("--workload", choices=("small", "standard"),
                    help="small (CPU) or standard (GPU); default by device type")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the rows as JSON (for scripts)")
     return parser
 
 
@@ -209,6 +231,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
     job = specmod.load(args.job)
     Style.from_settings(job.color)  # a gradient file that cannot be read or parsed: before any work
+    _warn(specmod.warnings(job))
     return render(job, store=args.store, video=args.video, options=_render_options(args))
 
 
@@ -227,6 +250,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from farm.store import layout
 
     job = specmod.load(args.job)
+    _warn(specmod.warnings(job))
     plan = make_plan(job)
     specmod.check_writable(job.output.store, "output.store")
     layout.check_ours(job.output.store, "output.store")  # render would refuse to touch it
@@ -235,20 +259,26 @@ def cmd_validate(args: argparse.Namespace) -> int:
     device = _estimate_device(args.device)
     refs = plan.references()  # perturbed frames: their reference points (issue 14)
     plan = with_period_limits(plan, refs)  # max = "auto": a few periods of a nucleus reference
-    for line in structure.check(plan, refs):  # a zoom into nothing (issue 10.5)
-        print(f"farm: warning: {line}", file=sys.stderr)
+    _warn(structure.check(plan, refs))  # a zoom into nothing (issue 10.5)
     print(json.dumps(plan_info(plan, args.job, device, refs)) if args.json
           else plan_summary(plan, args.job, device, refs))
     return 0
 
 
+def _warn(lines: Sequence[str]) -> None:
+    for line in lines:
+        print(f"farm: warning: {line}", file=sys.stderr)
+
+
 def _estimate_device(selector: str | None) -> str | None:
-    """The name of the device a render would use, for a time estimate (None without one)."""
+    """The name of the device a render would use, for a time estimate (None without one).
+    A selector that names no device is an error, as in `farm render`."""
     from farm.compute.device import candidates, selector_from_env
+    from farm.errors import DeviceError
 
     try:
         return candidates(selector_from_env(selector))[0][0].name
-    except FarmError:
+    except DeviceError:
         return None
 
 
@@ -290,12 +320,19 @@ def cmd_frames(args: argparse.Namespace) -> int:
 
 def cmd_encode(args: argparse.Namespace) -> int:
     from farm.encode import VideoSettings, encode_video
+    from farm.encode.record import recolour_target
+    from farm.encode.settings import names_video
     from farm.store.reader import Store
 
     with Store(args.store) as store:
         spec = settings_from_args(store.spec, args)
-    path = encode_video(args.store, spec.color, VideoSettings.from_spec(spec))
-    print(f"farm: wrote {path}", file=sys.stderr)
+        target = Path(spec.output.video)
+        if args.video is None and not names_video(args.job):  # never over another colour's video
+            target = recolour_target(args.store, store.spec, spec, store.frames)
+    path = encode_video(args.store, spec.color, VideoSettings.from_spec(spec, target))
+    beside = "" if target == Path(spec.output.video) else (
+        f" (beside {spec.output.video}, made with other settings; --video P names the path)")
+    print(f"farm: wrote {path}{beside}", file=sys.stderr)
     return 0
 
 
@@ -331,7 +368,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_devices(args: argparse.Namespace) -> int:
     from farm.report import devices_text
 
-    print(devices_text(args.device))
+    text, error = devices_text(args.device)
+    if text:
+        print(text)
+    if error is not None:  # after the list: what the selector gives, and the exit status
+        raise error
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 from farm.plan import Plan
@@ -36,8 +37,6 @@ def _work_by_format(plan: Plan) -> dict[str, int]:
 
 
 def _storage_lines(plan: Plan) -> list[str]:
-    from pathlib import Path
-
     from farm.store import layout, space
 
     path = Path(plan.spec.output.store)
@@ -48,6 +47,10 @@ def _storage_lines(plan: Plan) -> list[str]:
     if codec.compressed:
         raw = layout.store_bytes(plan)
         how = f" (zstd, estimated: {space.human(raw)} uncompressed)"
+    cap = space.largest_file(path)
+    if cap is not None and layout.store_bytes(plan, codec, apparent=True) > cap[1]:
+        fits = (f"  -- longer than the largest file of its file system ({cap[0]}: "
+                f"{space.human(cap[1])}): `farm render` will refuse it")
     return [f"store      {plan.spec.output.store}",
             f"store size {space.human(size)} when complete{how} ({space.human(free)} free there){fits}"]
 
@@ -96,12 +99,22 @@ def _method_lines(plan: Plan) -> list[str]:
     ]
 
 
+def _width_line(plan: Plan) -> str:
+    spec, video = plan.spec, plan.video_frames
+    first, last = video[0], video[-1]
+    if len(video) == 1:
+        unused = "" if spec.view.width[0] == spec.view.width[1] else (
+            f"; view.width[1] = {spec.view.width[1]} is not used: one frame")
+        return f"width      {spec.view.width[0]} (pixel spacing 1e{first.log10_spacing:.1f}{unused})"
+    return (f"width      {spec.view.width[0]} -> {spec.view.width[1]} "
+            f"(pixel spacing 1e{first.log10_spacing:.1f} -> 1e{last.log10_spacing:.1f})")
+
+
 def plan_summary(plan: Plan, source: str, device: str | None = None,
                  refs: References | None = None) -> str:
     spec = plan.spec
     w, h = spec.size
     video = plan.video_frames
-    first, last = video[0], video[-1]
     max_iters = [f.max_iter for f in video]
     mode = "auto" if spec.iterations.max == "auto" else "fixed"
     what = "frame" if plan.layout is None else "unit"
@@ -112,8 +125,7 @@ def plan_summary(plan: Plan, source: str, device: str | None = None,
         f"image      {w}x{h}; tiles {plan.grid.tile_w}x{plan.grid.tile_h}, "
         f"{plan.grid.count} per {what}, {plan.tasks} in all",
         f"center     {spec.view.center[0]}, {spec.view.center[1]}",
-        f"width      {spec.view.width[0]} -> {spec.view.width[1]} "
-        f"(pixel spacing 1e{first.log10_spacing:.1f} -> 1e{last.log10_spacing:.1f})",
+        _width_line(plan),
         f"max iter   {min(max_iters)} .. {max(max_iters)} ({mode})",
         f"precision  {'' if plan.layout is None else 'units: '}"
         f"{_spans([f.precision for f in plan.frames])}",
@@ -124,7 +136,8 @@ def plan_summary(plan: Plan, source: str, device: str | None = None,
         "(if every pixel ran to max iter; escaping pixels cost less)",
         _time_line(plan, device),
         *_storage_lines(plan),
-        f"video      {spec.output.video} (crf {spec.output.crf})",
+        (f"video      {spec.output.video} (crf {spec.output.crf})" if len(video) > 1 else
+         f"still      {Path(spec.output.video).with_suffix('.png')} (one frame: a PNG)"),
     ]
     return "\n".join(lines)
 
@@ -179,6 +192,13 @@ def _frame_strip(progress: list[float], width: int = 64) -> str:
     return "\n".join(f"  {chars[i:i + width]}" for i in range(0, len(chars), width))
 
 
+def _complete(count: int, progress: list[float]) -> int:
+    """Frames (units) complete, counting only those whose tiles were all done when the
+    tiles were read: a render that runs on writes ``frame_done`` after ``done``, and a
+    frame counted complete beside tiles not yet done read as 48 frames of 47 tiles."""
+    return min(count, sum(1 for p in progress if p >= 1))
+
+
 def status_text(info: dict[str, Any]) -> str:
     done, total = info["tiles_done"], info["tiles_total"]
     expmap = info.get("method") == "expmap"
@@ -188,11 +208,13 @@ def status_text(info: dict[str, Any]) -> str:
     ]
     if expmap:
         lines += ["method     expmap: video frames are synthesised from rendered units",
-                  f"units      {info['units_complete']}/{info['units']} complete",
+                  f"units      {_complete(info['units_complete'], info['unit_progress'])}/"
+                  f"{info['units']} complete",
                   f"frames     {info['frames_complete']}/{info['frames']} ready (all their units "
                   "complete)"]
     else:
-        lines.append(f"frames     {info['frames_complete']}/{info['frames']} complete")
+        lines.append(f"frames     {_complete(info['frames_complete'], info['frame_progress'])}/"
+                     f"{info['frames']} complete")
     lines.append(f"tiles      {done}/{total} ({100 * done / total:.1f}%), "
                  f"{info['tiles_per_frame']} per {'unit' if expmap else 'frame'}")
     holder = info.get("rendering")
@@ -214,7 +236,7 @@ def status_text(info: dict[str, Any]) -> str:
             else:
                 eta = "stopped"
             lines.append(f"rate       {run['tiles_per_s']:.3g} tiles/s over {run['elapsed_s']:.1f} s; "
-                         f"{eta}; last tile {run['last_tile_age_s']:.0f} s ago")
+                         f"{eta}; last tile {max(0.0, run['last_tile_age_s']):.0f} s ago")
             busy = ", ".join(f"rank {r}: {b:.2f} s ({100 * run['busy_share'][r]:.0f}%)"
                              for r, b in run["busy_s"].items())
             lines.append(f"busy       {busy}")
@@ -260,52 +282,59 @@ def timeline_lines(run: dict[str, Any]) -> list[str]:
     return lines
 
 
-def devices_text(selector: str | None) -> str:
+def devices_text(selector: str | None) -> tuple[str, Any]:
+    """``farm devices``: every device (those that cannot render with why), the
+    candidates for the selector (``--device``, else FARM_DEVICE) and what is missing;
+    and the selector's error (a FarmError: the command's exit status) or None. A
+    selector that is not one says only that."""
     from farm.compute.device import (
-        build_problem,
         candidates,
+        check_selector,
         compiler_hint,
+        known_problem,
         list_devices,
-        missing_driver_hint,
         selector_from_env,
+        unregistered_driver,
     )
     from farm.errors import FarmError
     from farm.schedule import transport
 
-    comm = transport.mpi_world()
     sel = selector_from_env(selector)
+    try:
+        check_selector(sel)
+    except FarmError as err:
+        return "", err
+    comm = transport.mpi_world()
     devs = list_devices()
     lines = [] if devs else ["no OpenCL platform found"]
+    error: FarmError | None = None
     try:
         chosen = [d[0] for d in candidates(sel)]
-        error = ""
     except FarmError as err:
-        chosen, error = [], str(err)
-    broken = False
+        chosen, error = [], err
+    broken = []
     for info, _ in devs:
         mark = "*" if info in chosen else " "
-        problem = build_problem(info)
-        broken = broken or problem is not None
-        lines.append(f"{mark} {info.describe()}" + (f"\n      cannot compile kernels: {problem}"
-                                                    if problem else ""))
+        problem = known_problem(info)  # checked: the candidates and the devices before them
+        if problem:
+            broken.append(info)
+        lines.append(f"{mark} {info.describe()}" + (f"\n      cannot render: {problem}" if problem else ""))
     if chosen:
         gpus = [i.ref for i in chosen if i.kind == "GPU"]
         local = f"every GPU ({', '.join(gpus)})" if gpus else chosen[0].ref
-        lines.append(f"* = candidates for --device {sel}; one process uses {local}, "
+        lines.append(f"* = candidates for {sel.origin} {sel}; one process uses {local}, "
                      f"MPI worker k of a node uses candidate k")
-    if error:
-        lines.append(f"selector {sel!r}: {error}")
     if broken:
-        lines.append("a device that cannot compile kernels is never used; " + compiler_hint())
+        lines.append("a device that cannot render is never used"
+                     + ("" if chosen else "; " + compiler_hint(broken, [i for i, _ in devs])))
     if not any(i.kind == "GPU" for i, _ in devs):
-        hint = missing_driver_hint()
-        if chosen and hint.startswith("for a CPU device"):  # PoCL is there and works
-            hint = "renders run on the CPU device above; for a GPU install its vendor's OpenCL driver"
-        lines.append("no GPU: " + hint)
+        lines.append("no GPU: " + (unregistered_driver() or (
+            "renders run on the CPU device above; " if chosen else "") + "for a GPU install its "
+            "vendor's OpenCL driver"))
     if comm is not None:
         lines = _mpi_bindings(comm, sel) + ([""] + lines if comm.Get_rank() == 0 else [])
-        return "\n".join(lines) if comm.Get_rank() == 0 else ""
-    return "\n".join(lines)
+        return ("\n".join(lines) if comm.Get_rank() == 0 else ""), error
+    return "\n".join(lines), error
 
 
 def _mpi_bindings(comm, selector: str) -> list[str]:

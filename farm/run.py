@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import signal
 import sys
 import threading
@@ -72,7 +73,8 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
     job (then it resumes). ``restart`` replaces an existing store this farm wrote.
     Returns the plan, the references of its perturbed frames (chosen once, kept in the
     store) and how the store encodes its chunks (the workers pack tiles so).
-    With ``check_space``, a store its file system cannot hold is refused first;
+    A store larger than its file system's largest file is refused first, and with
+    ``check_space`` one that does not fit its free space;
     ``timing`` counts the seconds of the references."""
     specmod.check_writable(path, "output.store")
     layout.check_ours(path, "output.store")
@@ -81,16 +83,14 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
             diff = _differences(old.spec, spec)
             if not diff:
                 plan, codec = old.plan(), old.codec
-                if check_space:
-                    space.check(path, layout.store_bytes(plan, codec), "output.store")
+                _check_space(path, plan, codec, False, check_space)
                 return plan, old.references(), codec
         raise StoreError(
             f"output.store: {path} holds a different job (differs in {', '.join(diff)}); "
             "use --restart to replace it, or --store to choose another path")
     plan = make_plan(spec)
     codec = Codec(spec.output.compression, spec.output.compression_level)
-    if check_space:
-        space.check(path, layout.store_bytes(plan, codec), "output.store", replacing=restart)
+    _check_space(path, plan, codec, restart, check_space)  # the largest file: always
     if path.exists():
         path.unlink()
     t0 = time.perf_counter()
@@ -98,17 +98,30 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
     if timing is not None:
         timing.reference_s += time.perf_counter() - t0
     limited = with_period_limits(plan, refs)  # max = "auto": a few periods of a nucleus reference
-    if check_space and limited is not plan:  # a longer histogram: the store grows
-        space.check(path, layout.store_bytes(limited, codec), "output.store", replacing=restart)
+    if limited is not plan:  # a longer histogram: the store grows
+        _check_space(path, limited, codec, restart, check_space)
     plan = limited
     try:
         layout.create(path, plan, refs, codec)
     except OSError as err:
+        if err.errno == errno.EFBIG:  # a file system whose largest file space.MAX_FILE does not know
+            raise StoreError(
+                f"output.store: {path} is {space.human(layout.store_bytes(plan, codec, apparent=True))} "
+                "long when complete, more than its file system holds in one file; choose a --store "
+                "on another file system, or render fewer frames or pixels") from None
         if not space.is_disk_full(err):
             raise
         raise StoreError(f"output.store: {space.disk_full_reason(path, err)} while the store was "
                          "created; nothing was rendered") from None
     return plan, refs, codec
+
+
+def _check_space(path: Path, plan: Plan, codec: Codec, restart: bool, free_space: bool) -> None:
+    """The store's length against its file system's largest file (a compressed store is
+    as long as an uncompressed one: its slots are sparse), and (``free_space``) what it
+    takes on disk against the free space."""
+    space.check(path, layout.store_bytes(plan, codec), "output.store", replacing=restart,
+                free_space=free_space, apparent=layout.store_bytes(plan, codec, apparent=True))
 
 
 def compute_reference(plan: Plan, progress: bool = True) -> References | None:
@@ -146,6 +159,8 @@ class _Session:
     timing: MasterTiming
     sink: SinkProcess | None  # the video, coloured and encoded while the render runs
     video_path: Path | None = None  # where the sink put it
+    job: specmod.JobSpec | None = None  # whose video settings the sink has
+    video: str | None = None  # the video path the sink was given
 
 
 def _spawn_sink(options: RenderOptions) -> SinkProcess | None:
@@ -205,6 +220,9 @@ def _write_session(session: _Session, link: transport.MasterLink,
             for f in plan.frames_ready(writer.frame_done):  # frames a resume finds done
                 sink.frame_complete(int(f))
         pending = writer.pending()
+        if sink and not pending and _video_in_place(session):  # nothing to do (issue 25.6c)
+            sink.abort()
+            sink = session.sink = None
         timeline: dict[str, float] = {"process_started": session.timing.process_started,
                                       "reference_s": session.timing.reference_s}
         report = None
@@ -220,11 +238,30 @@ def _write_session(session: _Session, link: transport.MasterLink,
             else:
                 sink.abort()
         writer.end_run(timeline)
+    if session.video_path is not None and session.job is not None:  # the writer has closed
+        from farm.encode import record
+
+        record.remember(session.store_path, session.video_path, session.job)
     if options.progress and (report is not None or sink):
         with Store(session.store_path) as store:
             lines = timeline_lines(store.status()["run"])
         print("\n".join(f"farm: {line}" for line in lines), file=sys.stderr)
     return report
+
+
+def _video_in_place(session: _Session) -> bool:
+    """Whether the complete store's video is the one its render made with the session's
+    settings, unchanged since (farm/encode/record.py); says so on stderr when it is."""
+    from farm.encode import record
+
+    if session.job is None or session.video is None:
+        return False
+    output = record.output_path(session.video, len(session.plan.video_frames))
+    if not record.up_to_date(session.store_path, output, session.job):
+        return False
+    print(f"farm: {output} is in place, made from this store with these settings; nothing to do",
+          file=sys.stderr)
+    return True
 
 
 def _render(session: _Session, writer: StoreWriter, link: transport.MasterLink,
@@ -329,7 +366,7 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
             plan, refs, codec = prepare_store(spec, store_path, options.restart, options.progress,
                                               options.check_space, timing)
             session = _Session(plan, store_path, options, timing,
-                               _open_sink(sink, spec, store_path, video))
+                               _open_sink(sink, spec, store_path, video), job=spec, video=video)
             taken, helpers = helpers, []  # the FramePrep stops them
             return _finish(_run_in_process(session, refs, codec, bound, taken), session)
     except BaseException:
@@ -401,7 +438,7 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
         plan, refs, codec = prepare_store(spec, store_path, options.restart, options.progress,
                                           options.check_space, timing)
         session = _Session(plan, store_path, options, timing,
-                           _open_sink(sink, spec, store_path, video))
+                           _open_sink(sink, spec, store_path, video), job=spec, video=video)
     except BaseException:
         held.close()
         raise

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import errno
 import hashlib
 import json
 import math
@@ -28,7 +29,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from farm.color.palettes import FILE_SUFFIXES, STOPS
+from farm.color.palettes import FILE_SUFFIXES, STOPS, Gradient, gradient_table, read_gradient
 from farm.errors import SpecError
 
 PALETTES = tuple(STOPS)
@@ -92,7 +93,9 @@ class Render:
 @dataclass(frozen=True)
 class Color:
     method: str = "shade"  # see farm.color.methods
-    palette: str = "classic"  # a built-in name or a gradient file (.json, .txt)
+    # a built-in name, or a gradient: a file (.json, .txt) read when the job is loaded,
+    # kept as its stops (farm/color/palettes.py)
+    palette: str | Gradient = "classic"
     cycles: float = 3.0  # palette repetitions over the equalised range
     smoothing: int = 4  # frames on each side whose CDFs are averaged (0: none)
     density: float = 1.0  # smooth: palette cycles per e-fold of the escape time
@@ -247,11 +250,26 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any, str], str]:
     return parse
 
 
-def _palette(value: Any, field: str) -> str:
+def _palette(value: Any, field: str) -> str | Gradient:
+    """A built-in name, a Gradient (read by :func:`resolve_palette`) or its table; a
+    file name that was not read (a spec parsed without a job file's folder, as stores
+    made before gradients were kept) stays a path, read when colouring."""
+    if isinstance(value, Gradient):
+        return value
+    if isinstance(value, dict):
+        return gradient_table(value, field)
     if isinstance(value, str) and (value in PALETTES or value.lower().endswith(FILE_SUFFIXES)):
         return value
     raise SpecError(field, f"{value!r} is not a built-in palette ({' | '.join(PALETTES)}) "
                     f"nor a gradient file ending {' or '.join(FILE_SUFFIXES)}")
+
+
+def resolve_palette(value: Any, base: str | os.PathLike[str]) -> Any:
+    """``color.palette`` as given, with a gradient file name (relative to the folder
+    ``base``) read into a Gradient; SpecError naming ``color.palette``."""
+    if isinstance(value, str) and value.lower().endswith(FILE_SUFFIXES):
+        return read_gradient(Path(base) / value, "color.palette")
+    return value
 
 
 def _light(value: Any, field: str) -> tuple[float, float]:
@@ -323,11 +341,20 @@ def _unknown(kind: str, name: str, known: list[str]) -> str:
     return f"unknown {kind}{hint} (allowed: {', '.join(known)})"
 
 
-def from_dict(data: dict[str, Any], name: str = "job", source: str | None = None) -> JobSpec:
-    """Validate a parsed TOML document; ``name`` gives the default output paths."""
+def from_dict(data: dict[str, Any], name: str = "job", source: str | None = None,
+              base: str | os.PathLike[str] | None = None) -> JobSpec:
+    """Validate a parsed TOML document; ``name`` gives the default output paths. With
+    ``base`` (the job file's folder), a gradient file named by ``color.palette`` is read
+    from there into the spec."""
     for section in data:
         if section not in SCHEMA:
             raise SpecError(section, _unknown("section", section, list(SCHEMA)), source)
+    color = data.get("color")
+    if base is not None and isinstance(color, dict) and "palette" in color:
+        try:
+            data = {**data, "color": {**color, "palette": resolve_palette(color["palette"], base)}}
+        except SpecError as err:
+            raise SpecError(err.field, err.message, source) from None
     sections = {}
     for section, fields in SCHEMA.items():
         given = data.get(section, {})
@@ -355,6 +382,17 @@ def from_dict(data: dict[str, Any], name: str = "job", source: str | None = None
     spec = JobSpec(**sections)
     _check_tile_bytes(spec, source)
     return spec
+
+
+def warnings(spec: JobSpec) -> list[str]:
+    """What a valid spec probably did not mean, one line each (``farm validate`` and
+    ``farm render`` print them and go on)."""
+    out = []
+    first, last = spec.view.width
+    if spec.frames == 1 and Fraction(first) != Fraction(last):
+        out.append(f"animation.frames = 1 renders view.width[0] = {first} only; view.width[1] = "
+                   f"{last} is not used (frames >= 2 make a zoom; one width makes a still)")
+    return out
 
 
 def auto_tile_side(samples: int) -> int:
@@ -391,25 +429,27 @@ def _check_tile_bytes(spec: JobSpec, source: str | None) -> None:
                         source)
 
 
-def parse_text(text: str, name: str = "job", source: str | None = None) -> JobSpec:
-    """Parse TOML text; syntax errors name the line."""
+def parse_text(text: str, name: str = "job", source: str | None = None,
+               base: str | os.PathLike[str] | None = None) -> JobSpec:
+    """Parse TOML text; syntax errors name the line. ``base``: see :func:`from_dict`."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise SpecError("TOML", str(err), source) from None
-    return from_dict(data, name=name, source=source)
+    return from_dict(data, name=name, source=source, base=base)
 
 
 def load(path: str | os.PathLike[str]) -> JobSpec:
-    """Read and validate a job file; output paths default to ``renders/<stem>.*``."""
+    """Read and validate a job file; output paths default to ``renders/<stem>.*``, a
+    gradient file is read from the job file's folder."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is not TOML
     except FileNotFoundError:
         raise SpecError("job file", f"{p} does not exist") from None
     except (OSError, UnicodeDecodeError) as err:
         raise SpecError("job file", f"{p} cannot be read: {err}") from None
-    return parse_text(text, name=p.stem, source=str(p))
+    return parse_text(text, name=p.stem, source=str(p), base=p.parent)
 
 
 # --------------------------------------------------------------------------- canonical text
@@ -424,6 +464,8 @@ def _toml_value(value: Any) -> str:
         return repr(value)
     if isinstance(value, tuple | list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table; keys are bare words (a Gradient's)
+        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {value!r} as TOML")
 
 
@@ -474,6 +516,16 @@ def _probe_directory(directory: Path) -> str | None:
     return None
 
 
+def _why_not_writable(p: Path) -> str:
+    """Why the existing file ``p`` cannot be written: its file system is mounted
+    read-only (EROFS), or permission is denied."""
+    try:
+        read_only = bool(os.statvfs(p).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    return os.strerror(errno.EROFS).lower() if read_only else "permission denied"
+
+
 def _existing_ancestor(p: Path, field: str, path: object) -> Path:
     """The nearest folder of ``p`` that exists (the ones below it would be created)."""
     parent = p.parent
@@ -491,7 +543,7 @@ def check_writable(path: str | os.PathLike[str], field: str) -> None:
     if p.is_dir():
         raise SpecError(field, f"{path} is a directory, not a file")
     if p.exists() and not os.access(p, os.W_OK):
-        raise SpecError(field, f"cannot write {path}: permission denied")
+        raise SpecError(field, f"cannot write {path}: {_why_not_writable(p)}")
     folder = _existing_ancestor(p, field, path)
     problem = _probe_directory(folder)
     if problem:

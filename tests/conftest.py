@@ -21,6 +21,8 @@ import pytest
 from farm import spec as specmod
 from farm.compute.device import build_problem, list_devices
 
+ROOT = Path(__file__).resolve().parents[1]  # the checkout the tests test
+
 # `farm bench` remembers kernel rates for `farm validate` (farm/rates.py): keep the
 # tests' measurements out of the user's cache.
 os.environ.setdefault("FARM_RATES", os.path.join(tempfile.mkdtemp(prefix="farm-rates-"), "rates.json"))
@@ -31,14 +33,15 @@ os.environ.setdefault("FARM_PREP_PROCESSES", "0")
 
 
 def _devices():
-    """Every device that compiles kernels, one per kind that is not a GPU (a machine
-    may list two PoCL CPU platforms: testing both only doubles the time)."""
+    """Every device that renders, one per kind that is not a GPU (a machine may list
+    two PoCL CPU platforms: testing both only doubles the time, and the second is not
+    even checked, farm/compute/kernelcheck.py)."""
     want = os.environ.get("FARM_TEST_DEVICES", "").upper()
     devs, kinds = [], set()
     for info, dev in list_devices():
-        if not info.fp64 or (want and info.kind != want) or build_problem(info):
-            continue
         if info.kind != "GPU" and info.kind in kinds:
+            continue
+        if not info.fp64 or (want and info.kind != want) or build_problem(info):
             continue
         kinds.add(info.kind)
         devs.append((info, dev))
@@ -95,11 +98,20 @@ def write_job(tmp_path: Path):
     return write
 
 
+def checkout_env(extra: dict | None = None) -> dict:
+    """The environment for ``python -m farm`` in a subprocess, with ``extra``: this
+    checkout first on PYTHONPATH, so that the farm under test runs whatever the
+    subprocess's directory (an installed copy would otherwise win there)."""
+    env = {**os.environ, **(extra or {})}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
 def run_farm(*args: str, cwd: Path | None = None, env: dict | None = None,
              timeout: float = 600) -> subprocess.CompletedProcess:
-    """``python -m farm ARGS`` in a subprocess (as a user runs it)."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "farm", *args], cwd=cwd, env=full_env,
+    """``python -m farm ARGS`` in a subprocess (as a user runs it), from this checkout
+    whatever ``cwd`` is (an installed copy of the farm would otherwise win there)."""
+    return subprocess.run([sys.executable, "-m", "farm", *args], cwd=cwd, env=checkout_env(env),
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -33,10 +33,15 @@ def test_devices_names_the_chosen_one():
 
 
 def test_bad_device_selector():
+    """A selector that names no device: the devices are listed, and one line says what
+    is wrong (exit 2); one that is not a selector: one line only."""
     result = run_farm("devices", "--device", "7:9")
-    assert result.returncode == 0 and "no device 7:9" in result.stdout
-    result = run_farm("bench", "--device", "banana")
-    assert result.returncode == 2 and "--device" in result.stderr
+    assert result.returncode == 2 and "[0:0]" in result.stdout, result.stderr
+    assert result.stderr.startswith("farm: --device: no device 7:9; the devices here are [0:0]")
+    for command in ("devices", "bench"):
+        result = run_farm(command, "--device", "banana")
+        assert result.returncode == 2 and result.stdout == "", result.stderr
+        assert result.stderr.count("\n") == 1 and "--device: 'banana' is not auto" in result.stderr
 
 
 def test_bench_reports_each_format_of_its_workload():

@@ -4,8 +4,12 @@ A palette is a list of ``(position, (r, g, b))`` stops, positions increasing in
 [0, 1), colours 0..255. It is cyclic: past the last stop the colour runs on to the
 first stop's colour at position 1, so ``t * cycles mod 1`` wraps without a seam.
 
-Gradient files (``color.palette = "my.json"`` or ``"my.txt"``; relative paths are
-relative to the current directory):
+Gradient files (``color.palette = "my.json"`` or ``"my.txt"``; in a job file a
+relative path is relative to the job file's folder, on the command line to the current
+directory). The file is read when the job is loaded and its stops are kept in the spec
+as a :class:`Gradient` (canonical TOML ``palette = {name = "my", stops = [[0.0, [r, g,
+b]], ...]}``), so a store recolours from any directory, the file gone or changed. The
+same table may be written in a job file.
 
 - text: one stop a line, ``[position] colour``, the colour ``#rrggbb`` or three
   integers ``r g b``; without positions the colours are spread evenly (stop k of n
@@ -19,7 +23,9 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +49,16 @@ STOPS: dict[str, Stops] = {
             (0.8, (60, 120, 200)), (1.0, (0, 10, 30))],
     "gray": [(0.0, (0, 0, 0)), (0.5, (255, 255, 255)), (1.0, (0, 0, 0))],
 }
+
+@dataclass(frozen=True)
+class Gradient:
+    """A gradient's stops, read from a file or written inline: ``name`` (the file's
+    stem; names recoloured videos, farm/encode/record.py) and ``stops``, positions
+    increasing in [0, 1] ending at 1, colours 0..255 (:func:`_check`'d)."""
+
+    name: str
+    stops: tuple[tuple[float, tuple[int, int, int]], ...]
+
 
 _HEX = re.compile(r"#([0-9a-fA-F]{6})")
 _COMMENT = re.compile(r"(^|\s)#(\s.*)?$")
@@ -107,37 +123,67 @@ def parse_text(text: str) -> Stops:
 def parse_json(text: str) -> Stops:
     data = json.loads(text)
     if isinstance(data, dict) and "stops" in data:
-        out = []
-        for k, item in enumerate(data["stops"]):
-            if not isinstance(item, list | tuple) or len(item) != 2 or isinstance(item[0], bool) \
-                    or not isinstance(item[0], int | float):
-                raise ValueError(f"stops[{k}]: must be [position, colour]")
-            out.append((float(item[0]), _colour(item[1], f"stops[{k}]")))
-        return out
+        return _stop_list(data["stops"], "stops")
     colours = data.get("colors") if isinstance(data, dict) else data
     if not isinstance(colours, list):
         raise ValueError('expected {"stops": [...]}, {"colors": [...]} or a list of colours')
     return _spread([_colour(c, f"colors[{k}]") for k, c in enumerate(colours)])
 
 
-def stops(name: str) -> Stops:
-    """The stops of a built-in palette or a gradient file; SpecError naming
-    ``color.palette`` when the file is missing or malformed."""
-    if name in STOPS:
-        return STOPS[name]
-    if not is_file_name(name):
-        raise SpecError(FIELD, f"{name!r} is not a built-in palette ({', '.join(STOPS)}) "
-                        f"nor a gradient file ({' or '.join(FILE_SUFFIXES)})")
-    path = Path(name)
+def _stop_list(items: Any, where: str) -> Stops:
+    """``[[position, colour], ...]`` (JSON's ``stops``, a Gradient's TOML table)."""
+    if not isinstance(items, list | tuple):
+        raise ValueError(f"{where}: must be a list of [position, colour]")
+    out = []
+    for k, item in enumerate(items):
+        if not isinstance(item, list | tuple) or len(item) != 2 or isinstance(item[0], bool) \
+                or not isinstance(item[0], int | float):
+            raise ValueError(f"{where}[{k}]: must be [position, colour]")
+        out.append((float(item[0]), _colour(item[1], f"{where}[{k}]")))
+    return out
+
+
+def read_gradient(path: str | os.PathLike[str], field: str = FIELD) -> Gradient:
+    """The gradient file ``path`` (.json or .txt) as a :class:`Gradient`; SpecError
+    naming ``field`` when it is missing or malformed."""
+    name = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")
     except OSError as err:
-        raise SpecError(FIELD, f"cannot read {name}: {err.strerror or err}") from None
+        raise SpecError(field, f"cannot read {name}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise SpecError(field, f"{name}: not UTF-8 text ({err.reason})") from None
     try:
         parsed = parse_json(text) if name.lower().endswith(".json") else parse_text(text)
-        return _check(parsed)
+        return Gradient(Path(name).stem, tuple(_check(parsed)))
     except (ValueError, json.JSONDecodeError) as err:
-        raise SpecError(FIELD, f"{name}: {err}") from None
+        raise SpecError(field, f"{name}: {err}") from None
+
+
+def gradient_table(value: Any, field: str = FIELD) -> Gradient:
+    """A Gradient from its TOML table ``{name = "...", stops = [[position, colour], ...]}``
+    (how the canonical spec keeps a gradient file); SpecError naming ``field``."""
+    if set(value) != {"name", "stops"} or not isinstance(value["name"], str):
+        raise SpecError(field, "a gradient table has two keys: name (a string) and stops "
+                        "([[position, colour], ...])")
+    try:
+        return Gradient(value["name"], tuple(_check(_stop_list(value["stops"], "stops"))))
+    except ValueError as err:
+        raise SpecError(field, str(err)) from None
+
+
+def stops(palette: str | Gradient) -> Stops:
+    """The stops of a built-in palette, a Gradient, or a gradient file (relative to the
+    current directory); SpecError naming ``color.palette`` when the file is missing or
+    malformed."""
+    if isinstance(palette, Gradient):
+        return list(palette.stops)
+    if palette in STOPS:
+        return STOPS[palette]
+    if not is_file_name(palette):
+        raise SpecError(FIELD, f"{palette!r} is not a built-in palette ({', '.join(STOPS)}) "
+                        f"nor a gradient file ({' or '.join(FILE_SUFFIXES)})")
+    return list(read_gradient(palette).stops)
 
 
 def _table(stop_list: Stops) -> np.ndarray:
@@ -148,23 +194,24 @@ def _table(stop_list: Stops) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=16)
-def _lut(name: str, stamp: float) -> np.ndarray:
-    out = np.rint(_table(stops(name))).astype(np.uint8)
+def _lut(palette: str | Gradient, stamp: float) -> np.ndarray:
+    out = np.rint(_table(stops(palette))).astype(np.uint8)
     out.setflags(write=False)
     return out
 
 
-def _stamp(name: str) -> float:
+def _stamp(palette: str | Gradient) -> float:
     """A gradient file's modification time (a changed file is read again)."""
-    if name in STOPS:
+    if isinstance(palette, Gradient) or palette in STOPS:
         return 0.0
     try:
-        return Path(name).stat().st_mtime
+        return Path(palette).stat().st_mtime
     except OSError:
         return -1.0
 
 
-def lut(name: str) -> np.ndarray:
+def lut(palette: str | Gradient) -> np.ndarray:
     """``(LUT_SIZE, 3)`` uint8 colours, linearly interpolated between stops; entry k is
-    the colour at palette position ``(k + 0.5) / LUT_SIZE``."""
-    return _lut(name, _stamp(name))
+    the colour at palette position ``(k + 0.5) / LUT_SIZE``. ``palette``: a built-in
+    name, a Gradient, or a gradient file's path."""
+    return _lut(palette, _stamp(palette))

@@ -10,6 +10,11 @@ Selectors (``--device`` or the ``FARM_DEVICE`` environment variable):
 Under MPI, worker ``k`` of a node takes candidate device ``k`` (see
 :func:`bind_device`). GPUs are always chosen by device type, never by "platform 0":
 machines often list PoCL next to a GPU driver.
+
+A CPU device is a candidate only once a child process has built and run every kernel
+on it (farm/compute/kernelcheck.py: a compiler that crashes takes the child, not the
+render; the verdict is remembered per driver and device), so a render falls back to
+the next device, or says in one line what to install.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import functools
 import glob
 import os
+import re
 import shutil
 from dataclasses import dataclass
 
@@ -45,6 +51,9 @@ class DeviceInfo:
     global_mem: int
     fp64: bool
     int64_atomics: bool
+    platform_version: str = ""  # what the kernel check's verdict is remembered by
+    device_version: str = ""
+    driver: str = ""
 
     @property
     def ref(self) -> str:
@@ -82,32 +91,34 @@ def list_devices() -> list[tuple[DeviceInfo, cl.Device]]:
             ext = dev.extensions.split()
             info = DeviceInfo(p_idx, d_idx, plat.name.strip(), dev.name.strip(), _kind(dev),
                               dev.max_compute_units, dev.global_mem_size,
-                              "cl_khr_fp64" in ext, "cl_khr_int64_base_atomics" in ext)
+                              "cl_khr_fp64" in ext, "cl_khr_int64_base_atomics" in ext,
+                              plat.version.strip(), dev.version.strip(), dev.driver_version.strip())
             out.append((info, dev))
     return out
 
 
-_PROBE = "__kernel void probe(__global double *a) { a[get_global_id(0)] *= 2.0; }"
-
-
 @functools.cache
 def build_problem(info: DeviceInfo) -> str | None:
-    """Why ``info``'s device cannot compile kernels (one line), or None when it can.
-
-    Found by building a tiny program: PoCL 3.0 from pip (LLVM 14) fails this way on
-    processors LLVM 14 does not know (AMD Zen 4 and 5, for example), and such a
-    device must not be chosen over one that works. Costs one small build a device
-    per process (PoCL caches the binary). GPUs are not probed: their vendors'
-    compilers know their own chips, and a context on a GPU costs start-up time."""
+    """Why ``info``'s device cannot render (one line), or None when it can: for a CPU
+    device, the verdict of farm/compute/kernelcheck.py (a child process built and ran
+    every kernel, remembered per driver and device). GPUs are not checked: their
+    vendors' compilers know their own chips and report failures as errors, and a
+    context on a GPU costs start-up time."""
     if info.kind == "GPU":
         return None
-    dev = next(d for i, d in list_devices() if i == info)
-    try:
-        cl.Program(cl.Context([dev]), _PROBE).build()
-    except cl.Error as err:
-        lines = [ln.strip() for ln in str(err).splitlines() if "error" in ln.lower()]
-        return lines[-1] if lines else str(err).splitlines()[0]
-    return None
+    from farm.compute import kernelcheck
+
+    return kernelcheck.problem(info)
+
+
+def known_problem(info: DeviceInfo) -> str | None:
+    """:func:`build_problem` as far as it is known without checking (``farm devices``
+    shows it for devices that are not candidates)."""
+    if info.kind == "GPU":
+        return None
+    from farm.compute import kernelcheck
+
+    return kernelcheck.cached(info)[1]
 
 
 def _usable(devs: list[tuple[DeviceInfo, cl.Device]]) -> list[tuple[DeviceInfo, cl.Device]]:
@@ -115,10 +126,8 @@ def _usable(devs: list[tuple[DeviceInfo, cl.Device]]) -> list[tuple[DeviceInfo, 
     naming each failure if none compiles.
 
     Every CPU platform (Debian's PoCL, pip's PoCL, a vendor's runtime) drives the same
-    processor, so a second CPU device adds no cores, only another compiler: pip's PoCL
-    3.0 on an AMD Zen 4 passes the probe but builds the lanes kernel (double8 code) into
-    a program without kernels, and aborts its process at exit once it has. So the
-    first CPU device that compiles is kept and later ones are not even probed."""
+    processor, so a second CPU device adds no cores, only another compiler (and another
+    check): the first CPU device that passes is kept and later ones are not checked."""
     good: list[tuple[DeviceInfo, cl.Device]] = []
     for d in devs:
         if d[0].kind == "CPU" and any(g[0].kind == "CPU" for g in good):
@@ -126,24 +135,76 @@ def _usable(devs: list[tuple[DeviceInfo, cl.Device]]) -> list[tuple[DeviceInfo, 
         if build_problem(d[0]) is None:
             good.append(d)
     if devs and not good:
-        reasons = "; ".join(f"{i.ref} {i.name}: {build_problem(i)}" for i, _ in devs)
-        raise DeviceError(f"no OpenCL device can compile kernels ({reasons}); "
-                          + compiler_hint())
+        reasons = "; ".join(f"[{i.ref}] {i.name}: {build_problem(i)}" for i, _ in devs)
+        raise DeviceError(f"no OpenCL device can render ({reasons}); "
+                          + compiler_hint([i for i, _ in devs], [i for i, _ in list_devices()]))
     return good
 
 
-def compiler_hint() -> str:
-    return ("PoCL 3.0 from pip is built with LLVM 14, which does not know newer CPUs; install "
-            "your distribution's PoCL instead (Debian/Ubuntu: `apt-get install pocl-opencl-icd`)")
+def _pocl_version(platform_version: str) -> str:
+    """"PoCL 3.0-rc2 (LLVM 14.0.6)" from a PoCL platform's version string."""
+    pocl = re.search(r"PoCL (\S+)", platform_version)
+    llvm = re.search(r"LLVM (\S+)", platform_version)
+    text = f"PoCL {pocl.group(1)}" if pocl else platform_version
+    return text + (f" (LLVM {llvm.group(1)})" if llvm else "")
+
+
+def compiler_hint(broken: list[DeviceInfo], devices: list[DeviceInfo] | None = None) -> str:
+    """What to do when the devices ``broken`` cannot render (their compilers fail on
+    the kernels), on a machine with ``devices``: another device where there is one; the
+    distribution's PoCL where it is not registered; else a newer PoCL or a GPU."""
+    others = [i for i in devices or [] if i not in broken]
+    if others:
+        return (f"choose another device (here also {', '.join(f'[{i.ref}] {i.name}' for i in others)}; "
+                "--device auto takes one that works)")
+    pocl = [lib for lib in _registered_libraries() if "pocl" in lib.lower()]
+    if not pocl:
+        return ("install your distribution's PoCL (Debian/Ubuntu: `apt-get install "
+                "pocl-opencl-icd`; Fedora: `dnf install pocl`): PoCL 3.0 from pip is built "
+                "with LLVM 14, which does not know newer processors")
+    versions = sorted({_pocl_version(i.platform_version) for i in broken if "PoCL" in i.platform_version})
+    return (f"every PoCL here fails ({', '.join(versions) or pocl[0]}); install a newer PoCL "
+            "(built with an LLVM that knows this processor), or render on a GPU with its "
+            "vendor's OpenCL driver")
+
+
+class Selector(str):
+    """A device selector that knows where it came from (``--device`` or the variable
+    ``FARM_DEVICE``): its errors name that."""
+
+    origin: str
+
+    def __new__(cls, value: str, origin: str = "--device") -> Selector:
+        self = super().__new__(cls, value)
+        self.origin = origin
+        return self
+
+
+def _origin(selector: str) -> str:
+    return getattr(selector, "origin", "--device")
+
+
+def check_selector(selector: str) -> None:
+    """UsageError (one line, naming ``--device`` or ``FARM_DEVICE``) unless ``selector``
+    is auto, gpu, cpu or P:D; whether the device exists is :func:`candidates`' business."""
+    if selector not in ("auto", "gpu", "cpu") and not re.fullmatch(r"\d+:\d+", selector):
+        raise UsageError(f"{_origin(selector)}: {selector!r} is not auto, gpu, cpu or P:D "
+                         "(platform:device, as `farm devices` numbers them)")
 
 
 def candidates(selector: str = "auto") -> list[tuple[DeviceInfo, cl.Device]]:
-    """Devices a render may use, in binding order (devices that cannot compile kernels
-    are left out)."""
+    """Devices a render may use, in binding order (devices that cannot render are left
+    out)."""
+    check_selector(selector)
     devs = list_devices()
     if not devs:
         raise DeviceError("no OpenCL platform found; " + missing_driver_hint())
     return _usable(_select(devs, selector))
+
+
+def _listing(devs: list[tuple[DeviceInfo, cl.Device]]) -> str:
+    """"[0:0] CPU pthread-AMD EPYC, [1:0] GPU NVIDIA H100": what a machine has."""
+    return ", ".join(f"[{i.ref}] {i.kind} {i.name}" for i, _ in devs)
 
 
 def _select(devs: list[tuple[DeviceInfo, cl.Device]],
@@ -152,21 +213,21 @@ def _select(devs: list[tuple[DeviceInfo, cl.Device]],
         gpus = [d for d in devs if d[0].kind == "GPU"]
         if selector == "gpu" or (selector == "auto" and gpus):
             if not gpus:
-                raise DeviceError("no OpenCL GPU found; " + missing_driver_hint())
+                raise DeviceError(f"no OpenCL GPU found ({_origin(selector)} gpu); "
+                                  + missing_driver_hint([i for i, _ in devs]))
             return gpus
         if selector == "cpu":
             cpus = [d for d in devs if d[0].kind == "CPU"]
             if not cpus:
-                raise DeviceError("no OpenCL CPU device found (install pyopencl[pocl])")
+                raise DeviceError(f"no OpenCL CPU device found ({_origin(selector)} cpu; here: "
+                                  f"{_listing(devs)}); install PoCL: your distribution's "
+                                  "(`apt-get install pocl-opencl-icd`) or `pip install pyopencl[pocl]`")
             return cpus
         return devs
-    try:
-        p_idx, d_idx = (int(x) for x in selector.split(":"))
-    except ValueError:
-        raise UsageError(f"--device: {selector!r} is not auto, gpu, cpu or P:D") from None
-    chosen = [d for d in devs if (d[0].platform_index, d[0].device_index) == (p_idx, d_idx)]
+    chosen = [d for d in devs if d[0].ref == selector]
     if not chosen:
-        raise UsageError(f"--device: no device {selector}; `farm devices` lists them")
+        raise UsageError(f"{_origin(selector)}: no device {selector}; the devices here are "
+                         f"{_listing(devs)}")
     return chosen
 
 
@@ -204,8 +265,13 @@ def bind_local(selector: str = "auto", workers: int | None = None) -> list[tuple
     return chosen
 
 
-def selector_from_env(option: str | None) -> str:
-    return option or os.environ.get("FARM_DEVICE", "auto")
+def selector_from_env(option: str | None) -> Selector:
+    """The selector of ``--device`` (``option``), else of FARM_DEVICE, else auto."""
+    if option:
+        return Selector(option, "--device")
+    if os.environ.get("FARM_DEVICE"):
+        return Selector(os.environ["FARM_DEVICE"], "FARM_DEVICE")
+    return Selector("auto")
 
 
 def _registered_libraries() -> list[str]:
@@ -220,8 +286,9 @@ def _registered_libraries() -> list[str]:
     return libs
 
 
-def missing_driver_hint() -> str:
-    """What to do when a GPU driver is installed but the OpenCL loader cannot see it."""
+def unregistered_driver() -> str | None:
+    """What to do when a GPU driver is installed but the OpenCL loader cannot see it
+    (one line), or None when no such driver is found."""
     registered = " ".join(_registered_libraries())
     for vendor, names in _DRIVER_LIBS.items():
         for name in names:
@@ -235,4 +302,18 @@ def missing_driver_hint() -> str:
     if shutil.which("nvidia-smi"):
         return ("nvidia-smi is present but no NVIDIA OpenCL library was found; install the "
                 "driver's OpenCL part (libnvidia-opencl) and register it in /etc/OpenCL/vendors")
-    return "for a CPU device install pyopencl[pocl]; for a GPU install its vendor's OpenCL driver"
+    return None
+
+
+def missing_driver_hint(devs: list[DeviceInfo] | None = None) -> str:
+    """What to do about a missing GPU on a machine whose OpenCL devices are ``devs``:
+    register a GPU driver that is installed (:func:`unregistered_driver`), or install
+    one (and PoCL for the CPU, where there is no device at all). Says what is there."""
+    found = unregistered_driver()
+    if found:
+        return found
+    if devs:
+        return (f"the OpenCL devices here are {', '.join(f'[{i.ref}] {i.kind} {i.name}' for i in devs)}; "
+                "for a GPU install its vendor's OpenCL driver")
+    return ("for a CPU device install PoCL (your distribution's pocl-opencl-icd, or `pip install "
+            "pyopencl[pocl]`); for a GPU, its vendor's OpenCL driver")

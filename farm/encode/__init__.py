@@ -27,6 +27,7 @@ from farm.encode.outputs import Output, PngOutput, StillOutput, VideoOutput, png
 from farm.encode.segments import SegmentedSink, boundaries, segment_count
 from farm.encode.sink import Colourer, FrameSink
 from farm.errors import StoreError, UsageError
+from farm.store import lock
 from farm.store.reader import Store
 
 __all__ = ["EncodeError", "FrameSink", "SegmentedSink", "VideoSettings", "check_complete", "check_output",
@@ -57,8 +58,12 @@ def check_complete(store: Store, frames: Iterable[int], smoothing: int) -> None:
     need = {g for f in frames for g in range(max(0, f - smoothing), min(store.frames, f + smoothing + 1))}
     missing = sorted(g for g in need if not done[g])
     if missing:
+        rendering = lock.holder(store.path)
+        then = (f"it is being rendered now by {lock.describe(rendering)}: wait for it to end "
+                f"(`farm status {store.path}` shows how far it is)" if rendering is not None
+                else f"run `farm resume {store.path}`")
         raise StoreError(f"store {store.path}: {len(missing)} frame(s) not rendered yet "
-                         f"(first: {missing[0]}); run `farm resume {store.path}`")
+                         f"(first: {missing[0]}); {then}")
 
 
 def _output_for(video: VideoSettings, frames: int, size: tuple[int, int]) -> Output:

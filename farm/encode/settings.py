@@ -21,7 +21,7 @@ JOB_SECTIONS = ("color", "output")
 def _job_overrides(path: str) -> dict[str, dict[str, Any]]:
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = tomllib.loads(p.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise SpecError("--job", f"{p} does not exist") from None
     except (OSError, UnicodeDecodeError) as err:
@@ -35,16 +35,30 @@ def _job_overrides(path: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+def names_video(job: str | None) -> bool:
+    """Whether the ``--job`` file ``job`` sets ``output.video`` (then it is the target)."""
+    return bool(job) and "video" in _job_overrides(job).get("output", {})  # type: ignore[arg-type]
+
+
 def with_overrides(spec: specmod.JobSpec, job: str | None = None,
                    options: dict[str, dict[str, Any]] | None = None) -> specmod.JobSpec:
     """``spec`` with ``job``'s colour/output sections, then ``options``
     (``{"color": {"palette": "fire"}, ...}``, None values ignored), validated."""
     data = tomllib.loads(specmod.canonical_text(spec))
-    layers = [_job_overrides(job)] if job else []
-    layers.append(options or {})
-    for layer in layers:
+    # a gradient file: --job's relative to its folder, an option's to the current one
+    layers: list[tuple[dict[str, dict[str, Any]], Path, str | None]] = []
+    if job:
+        layers.append((_job_overrides(job), Path(job).parent, job))
+    layers.append((options or {}, Path(), None))
+    for layer, base, source in layers:
         for section, values in layer.items():
-            data.setdefault(section, {}).update({k: v for k, v in values.items() if v is not None})
+            given = {k: v for k, v in values.items() if v is not None}
+            if section == "color" and "palette" in given:
+                try:
+                    given["palette"] = specmod.resolve_palette(given["palette"], base)
+                except SpecError as err:
+                    raise SpecError(err.field, err.message, source) from None
+            data.setdefault(section, {}).update(given)
     return specmod.from_dict(data, source=job)
 
 
@@ -63,6 +77,9 @@ def frame_range(text: str | None, frames: int) -> list[int] | None:
             hi = lo + 1
     except ValueError:
         raise UsageError(f"--frames: {text!r} is not A:B or N (frame numbers)") from None
+    if lo >= hi:
+        raise UsageError(f"--frames: {text} is an empty range: A:B means frames A to B-1, "
+                         f"so B must be above A (the store has frames 0..{frames - 1})")
     if not 0 <= lo < hi <= frames:
         raise UsageError(f"--frames: {text} is outside the store's frames 0..{frames - 1} "
                          "(A:B means frames A to B-1)")

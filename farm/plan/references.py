@@ -289,9 +289,10 @@ def with_period_limits(plan, refs: References | None):
 
 def describe(refs: References, plan, most: int = 8) -> list[str]:
     """One line per reference (the first ``most`` - 1 and the last, when there are
-    more): what it is, how far from the centre, which frames it serves."""
+    more): what it is, how far from the centre, which frames (expmap: units) it serves."""
     center = plan.spec.view.center
     w = plan.spec.size[0]
+    what_of = "frame" if plan.layout is None else "unit"  # expmap: the references serve units
     lines = []
     for k, ref in enumerate(refs.refs):
         frames = [i for i, r in enumerate(refs.frame_ref) if r == k]
@@ -300,11 +301,11 @@ def describe(refs: References, plan, most: int = 8) -> list[str]:
             last = plan.frames[frames[-1]]
             share = dist - (last.log10_spacing + math.log10(w)) * math.log2(10)
             where = ("at the centre" if dist == -math.inf else
-                     f"{_e(dist)} from the centre ({_e(share)} of frame {last.index}'s width)")
+                     f"{_e(dist)} from the centre ({_e(share)} of {what_of} {last.index}'s width)")
             what = f"nucleus of period {ref.period}, {where}"
         else:
             what = f"the view centre, {len(ref.orbit) - 1} iterations"
-        lines.append(f"{what}: frames {_span(frames)}")
+        lines.append(f"{what}: {what_of}s {_span(frames)}")
     if len(lines) > most:
         lines = [*lines[:most - 2], f"... {len(lines) - most + 1} more", lines[-1]]
     return lines

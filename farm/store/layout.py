@@ -271,15 +271,21 @@ def read_references(f: h5py.File) -> References | None:
     return unpack(meta, f["reference/orbits"][...])
 
 
-def store_bytes(plan: Plan, codec: Codec = RAW, orbit_length: int | None = None) -> int:
+def store_bytes(plan: Plan, codec: Codec = RAW, orbit_length: int | None = None,
+                apparent: bool = False) -> int:
     """Bytes the store takes on disk once every tile is written: the pixel channels in
     full chunks (edge tiles padded; compressed: an estimate, Codec.estimate), the
     per-frame histograms and bookkeeping, the reference orbit and the run table (HDF5's
     own metadata, a few kilobytes, is left out). The file is sparse until tiles arrive,
-    so this is what the render will fill."""
+    so this is what the render will fill. ``apparent``: the file's length instead (a
+    compressed store's chunks have slots of their largest size)."""
     grid, f_count = plan.grid, len(plan.frames)
     tile_px = grid.tile_w * grid.tile_h
-    total = sum(f_count * grid.count * codec.estimate(c, tile_px) for c in plan.channels)
+
+    def chunk(c) -> int:
+        return codec.slot_bytes(c.nbytes(tile_px)) if apparent else codec.estimate(c, tile_px)
+
+    total = sum(f_count * grid.count * chunk(c) for c in plan.channels)
     total += f_count * plan.bins * 8 + f_count * 1  # histogram, frame_done
     per_tile = 1 + sum(np.dtype(d).itemsize for d in TILE_META.values())  # done + tiles/*
     if codec.compressed:
