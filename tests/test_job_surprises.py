@@ -106,16 +106,16 @@ def test_a_store_above_the_largest_file_is_refused_even_ignoring_free_space(
     err = capsys.readouterr().err.strip()
     assert status == EXIT_USAGE and "\n" not in err.split("farm: rendering on")[-1].strip(), err
     last = err.splitlines()[-1]
-    assert "output.store" in last and "needs 21.5 TB" in last and "(ext4) holds is 17.6 TB" in last
+    assert "output.store" in last and "is 21.6 TB long" in last and "(ext4) holds is 17.6 TB" in last
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
     assert cli.main(["validate", str(big_job)]) == 0
-    assert "larger than the largest file of its file system (ext4: 17.6 TB)" in capsys.readouterr().out
+    assert "longer than the largest file of its file system (ext4: 17.6 TB)" in capsys.readouterr().out
 
 
 def test_a_file_system_that_refuses_a_large_file_is_one_line(big_job, tmp_path, monkeypatch, capsys):
     """A file system whose cap is not known: creating the store fails with EFBIG, said
     in one line (exit 2), nothing left behind."""
-    def too_large(path, plan, refs=None):
+    def too_large(path, plan, refs=None, codec=None):
         raise OSError(errno.EFBIG, "Unable to extend file properly (file too large)")
 
     monkeypatch.setattr(space, "largest_file", lambda path: None)
