@@ -35,6 +35,39 @@ def _work_by_format(plan: Plan) -> dict[str, int]:
     return out
 
 
+def _max_iter_lines(plan: Plan) -> list[str]:
+    """The iteration limits: their range, and for ``max = "auto"`` the frames where a
+    rule raised them above the depth rule (farm/plan/references.py
+    with_period_limits), e.g. "above the depth rule by escape statistics: frames
+    5-27 (up to 1655), 58-85 (up to 45116)"."""
+    video = plan.video_frames
+    limits = [f.max_iter for f in video]
+    line = f"max iter   {min(limits)} .. {max(limits)}"
+    if plan.spec.iterations.max != "auto":
+        return [line + " (fixed)"]
+    lines = [line + " (auto)"]
+    for rule, name in (("escapes", "escape statistics"), ("periods", "nucleus periods")):
+        runs = _runs([k for k, f in enumerate(video) if f.limit_rule == rule])
+        if runs:
+            shown = [(f"{a}-{b}" if b > a else f"{a}") + f" (up to {max(limits[a:b + 1])})"
+                     for a, b in runs[:4]]
+            more = f", ... {len(runs) - 4} more" if len(runs) > 4 else ""
+            lines.append(f"           above the depth rule by {name}: frames {', '.join(shown)}{more}")
+    return lines
+
+
+def _runs(indices: list[int], gap: int = 3) -> list[tuple[int, int]]:
+    """(first, last) of runs of ascending ``indices``, joined across gaps of fewer
+    than ``gap`` frames."""
+    runs: list[list[int]] = []
+    for k in indices:
+        if runs and k - runs[-1][1] <= gap:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    return [(a, b) for a, b in runs]
+
+
 def _storage_lines(plan: Plan) -> list[str]:
     from pathlib import Path
 
@@ -91,8 +124,6 @@ def plan_summary(plan: Plan, source: str, device: str | None = None,
     w, h = spec.size
     video = plan.video_frames
     first, last = video[0], video[-1]
-    max_iters = [f.max_iter for f in video]
-    mode = "auto" if spec.iterations.max == "auto" else "fixed"
     what = "frame" if plan.layout is None else "unit"
     lines = [
         f"job        {source} (spec {spec_hash(spec)})",
@@ -103,7 +134,7 @@ def plan_summary(plan: Plan, source: str, device: str | None = None,
         f"center     {spec.view.center[0]}, {spec.view.center[1]}",
         f"width      {spec.view.width[0]} -> {spec.view.width[1]} "
         f"(pixel spacing 1e{first.log10_spacing:.1f} -> 1e{last.log10_spacing:.1f})",
-        f"max iter   {min(max_iters)} .. {max(max_iters)} ({mode})",
+        *_max_iter_lines(plan),
         f"precision  {'' if plan.layout is None else 'units: '}"
         f"{_spans([f.precision for f in plan.frames])}",
         # perturbed frames: the reference points they iterate against (issue 14)
