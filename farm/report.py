@@ -30,10 +30,52 @@ def _count(n: float) -> str:
 
 
 def _work_by_format(plan: Plan) -> dict[str, int]:
+    """Iterations if every sample of every pixel ran to its frame's limit, per rate
+    that ``farm bench`` measures: the frame's format, and "perturb-fx" for perturbed
+    frames below double's range (floatexp deltas: kernels/perturb.cl, about 20x slower
+    on PoCL)."""
+    from farm.plan.precision import PERTURB_FX_BELOW_LOG10
+
     out: dict[str, int] = {}
     for u, f in enumerate(plan.frames):
-        out[f.precision] = out.get(f.precision, 0) + plan.unit_pixels(u) * f.max_iter
+        fmt = f.precision
+        if fmt == "perturb" and f.log10_spacing < PERTURB_FX_BELOW_LOG10:
+            fmt = "perturb-fx"
+        out[fmt] = out.get(fmt, 0) + plan.unit_pixels(u) * plan.samples * f.max_iter
     return out
+
+
+def _max_iter_lines(plan: Plan) -> list[str]:
+    """The iteration limits: their range, and for ``max = "auto"`` the frames where a
+    rule raised them above the depth rule (farm/plan/references.py
+    with_period_limits), e.g. "above the depth rule by escape statistics: frames
+    5-27 (up to 1655), 58-85 (up to 45116)"."""
+    video = plan.video_frames
+    limits = [f.max_iter for f in video]
+    line = f"max iter   {min(limits)} .. {max(limits)}"
+    if plan.spec.iterations.max != "auto":
+        return [line + " (fixed)"]
+    lines = [line + " (auto)"]
+    for rule, name in (("escapes", "escape statistics"), ("periods", "nucleus periods")):
+        runs = _runs([k for k, f in enumerate(video) if f.limit_rule == rule])
+        if runs:
+            shown = [(f"{a}-{b}" if b > a else f"{a}") + f" (up to {max(limits[a:b + 1])})"
+                     for a, b in runs[:4]]
+            more = f", ... {len(runs) - 4} more" if len(runs) > 4 else ""
+            lines.append(f"           above the depth rule by {name}: frames {', '.join(shown)}{more}")
+    return lines
+
+
+def _runs(indices: list[int], gap: int = 3) -> list[tuple[int, int]]:
+    """(first, last) of runs of ascending ``indices``, joined across gaps of fewer
+    than ``gap`` frames."""
+    runs: list[list[int]] = []
+    for k in indices:
+        if runs and k - runs[-1][1] <= gap:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    return [(a, b) for a, b in runs]
 
 
 def _storage_lines(plan: Plan) -> list[str]:
@@ -62,6 +104,22 @@ def _codec(plan: Plan):
 
 
 def _time_line(plan: Plan, device: str | None) -> str:
+    """The kernels' time if every sample of every pixel ran to its frame's limit
+    (:func:`_work_by_format`) at the rates ``farm bench`` measured, and what it
+    leaves out.
+
+    Not a bound either way: ``farm bench`` times pixels that never escape, every
+    work-item running the same count; real frames save the iterations of escaping
+    pixels (and skipped ones) but pay per pixel for the escape (smooth count,
+    histogram) and for work-items that finish at different counts. jobs/demo.toml on
+    the 2-core machine (PoCL), frame by frame: 0.3x (long limits, most pixels
+    escaping early) to 2.3x (short limits, mostly interior) of this figure; the whole
+    demo 1.0x with the depth rule's limits (28.1 s stated, kernels 27.75 s, the run
+    30.2 s), 0.25x with the escape pre-pass's (3.18 min stated, kernels 48.2 s: 34.2 of
+    65.6 Giter at 0.71 Giter/s against the bench's 0.34). The bench's rate also moves
+    with the machine's load (0.34-0.65 Giter/s f64 here). Start-up, reference orbits,
+    store writes and the video come on top; on a CPU device the writer and the video
+    share the kernels' cores."""
     from farm import rates
 
     if device is None:
@@ -69,8 +127,11 @@ def _time_line(plan: Plan, device: str | None) -> str:
     bound = rates.time_bound(_work_by_format(plan), device)
     if bound is None:
         return f"time       run `farm bench` once on {device} for a time estimate"
-    return (f"time       at most {_duration(bound)} of device time on {device} (the work bound at "
-            "the rates `farm bench` measured; escaping pixels and skipping make it less)")
+    samples = f" (x {plan.samples} samples)" if plan.samples > 1 else ""
+    return (f"time       kernels ~{_duration(bound)} on {device} if every pixel{samples} ran to its "
+            "limit at the rate `farm bench` measured\n"
+            "           (real zooms: 0.3x-2.3x of that, frame by frame); not counted: start-up, "
+            "reference orbits, store writes, the video (on a CPU device they share its cores)")
 
 
 def _duration(seconds: float) -> str:
@@ -115,8 +176,6 @@ def plan_summary(plan: Plan, source: str, device: str | None = None,
     spec = plan.spec
     w, h = spec.size
     video = plan.video_frames
-    max_iters = [f.max_iter for f in video]
-    mode = "auto" if spec.iterations.max == "auto" else "fixed"
     what = "frame" if plan.layout is None else "unit"
     lines = [
         f"job        {source} (spec {spec_hash(spec)})",
@@ -126,7 +185,7 @@ def plan_summary(plan: Plan, source: str, device: str | None = None,
         f"{plan.grid.count} per {what}, {plan.tasks} in all",
         f"center     {spec.view.center[0]}, {spec.view.center[1]}",
         _width_line(plan),
-        f"max iter   {min(max_iters)} .. {max(max_iters)} ({mode})",
+        *_max_iter_lines(plan),
         f"precision  {'' if plan.layout is None else 'units: '}"
         f"{_spans([f.precision for f in plan.frames])}",
         # perturbed frames: the reference points they iterate against (issue 14)

@@ -26,7 +26,7 @@ from farm.compute.launch import LaunchConfig
 from farm.compute.prep import FramePrep, close_helpers, spawn_helpers
 from farm.compute.render import TileRenderer
 from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, StoreError, UsageError
-from farm.estimate import WorkEstimate, eta_seconds
+from farm.estimate import WorkEstimate, eta_seconds, plan_shape
 from farm.plan import Plan, make_plan, structure
 from farm.plan.references import References, pack, unpack, with_period_limits
 from farm.plan.references import describe as describe_references
@@ -269,7 +269,7 @@ def _render(session: _Session, writer: StoreWriter, link: transport.MasterLink,
     """The master loop over the pending tiles, with progress and the timeline's
     render part (into ``timeline``)."""
     plan, options = session.plan, session.options
-    estimate = WorkEstimate(writer.done, writer.meta["tiles/seconds"])
+    estimate = WorkEstimate(writer.done, writer.meta["tiles/seconds"], plan_shape(plan))
     device_s = [0.0]  # this run's device seconds so far
     worker_counters: dict[int, tuple[float, ...]] = {}  # each worker's latest totals
 

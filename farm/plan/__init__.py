@@ -15,7 +15,7 @@ compute and which units each video frame reads.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from farm.errors import SpecError
@@ -53,6 +53,9 @@ class FramePlan:
     max_iter: int
     precision: str  # f64 | fp128 | quad-single | perturb
     bits: int  # mpmath precision for this frame's coordinates
+    # max = "auto": the rule that set max_iter ("depth", "periods" or "escapes": see
+    # farm/plan/references.py with_period_limits); "" for a fixed or stored limit
+    limit_rule: str = field(default="", compare=False)
 
     @property
     def bins(self) -> int:
@@ -233,16 +236,17 @@ def _frames(spec: JobSpec, stored: Sequence[tuple[int, str]] | None,
         with num.workprec(num.WIDTH_BITS):
             spacing = width / w_px
         log10_s = num.log10(spacing)
+        rule = ""
         if stored is not None:
             max_iter, fmt = stored[k]
         else:
             if stored_max_iter is not None:
                 max_iter = int(stored_max_iter[k])
             elif spec.iterations.max == "auto":
-                max_iter = auto_max_iter(num.log10(4 / width))
+                max_iter, rule = auto_max_iter(num.log10(4 / width)), "depth"
             else:
                 max_iter = int(spec.iterations.max)
             fmt = _frame_precision(spec.render.precision, k, log10_s)
         frames.append(FramePlan(k, width, spacing, log10_s, max_iter, fmt,
-                                num.coordinate_bits(spacing)))
+                                num.coordinate_bits(spacing), rule))
     return frames

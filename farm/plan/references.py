@@ -253,9 +253,98 @@ def auto_periods(log2_lam: float, log2_reach: float) -> float:
 
 
 def with_period_limits(plan, refs: References | None):
-    """The plan with ``max = "auto"`` raised to enough periods (``auto_periods``) in
-    each frame whose reference is a nucleus of period p (the same plan object where
-    nothing is raised).
+    """The plan with ``max = "auto"`` raised in the frames that need more than the
+    depth rule (the same plan object where nothing is raised): first to enough
+    periods of the frame's nucleus reference (:func:`period_limits`), then to the
+    frame's own escape statistics (:mod:`farm.plan.prepass`). Each frame's
+    ``limit_rule`` says which rule set its limit. An exponential map takes the escape
+    statistics of its video frames, and each unit the largest limit of the frames
+    that read it (farm/plan/units.py)."""
+    if plan.spec.iterations.max != "auto":
+        return plan
+    from farm.plan import prepass
+
+    w, h = plan.spec.size
+    r2 = _r2(plan)
+    if plan.layout is not None:
+        video = plan.video
+        periods = _expmap_period_limits(plan)
+        floors = [max(f.max_iter, p) for f, p in zip(video, periods, strict=True)]
+        by_period = {i for i, f in enumerate(video) if periods[i] > f.max_iter}
+        limits = prepass.frame_limits(video, (w, h), r2, floors, _grid_maker(plan, refs, by_period))
+        if limits == floors:
+            return plan
+        from farm.plan import make_plan
+
+        raised = make_plan(plan.spec, stored_video=limits)
+        video = tuple(replace(f, limit_rule="escapes" if f.max_iter > floor else
+                              "periods" if i in by_period else "depth")
+                      for i, (f, floor) in enumerate(zip(raised.video, floors, strict=True)))
+        return replace(raised, video=video)
+    periods = period_limits(plan, refs)
+    floors = [max(f.max_iter, periods[i]) for i, f in enumerate(plan.frames)]
+    # frames whose nucleus sets the limit: auto_periods is the escape statistic there
+    by_period = {i for i, f in enumerate(plan.frames) if periods[i] > f.max_iter}
+    limits = prepass.frame_limits(plan.frames, (w, h), r2, floors, _grid_maker(plan, refs, by_period))
+    frames = [f if limit == f.max_iter else
+              replace(f, max_iter=limit, limit_rule="escapes" if limit > floor else "periods")
+              for f, floor, limit in zip(plan.frames, floors, limits, strict=True)]
+    return plan if frames == list(plan.frames) else replace(plan, frames=tuple(frames))
+
+
+def _expmap_period_limits(plan) -> list[int]:
+    """:func:`period_limits` of an exponential map's video frames: those of the same
+    zoom rendered frame by frame, whose references are nuclei where the zoom nears a
+    minibrot (the map's own reference is the view centre: its polar tiles measure
+    offsets from it). The frames' nuclei serve only to decide the limits."""
+    from farm.plan import make_plan
+
+    spec = plan.spec
+    twin = make_plan(replace(spec, animation=replace(spec.animation, method="frames")))
+    return period_limits(twin, twin.references())
+
+
+def _grid_maker(plan, refs: References | None, skip: set[int]):
+    """``grid_of(i, width)`` for :func:`farm.plan.prepass.frame_limits`: frame i's
+    coarse grid, iterated directly where doubles resolve it, else against the frame's
+    reference (expmap: the centre's; frames without one, the centre's orbit computed
+    here); None for the frames in ``skip`` and below double's range."""
+    from farm.plan import prepass
+
+    center = plan.spec.view.center
+    size = plan.spec.size
+    frames = plan.video_frames
+    own: dict[str, Reference] = {}
+
+    def reference(i: int) -> Reference:
+        if refs is not None:
+            k = 0 if plan.layout is not None else refs.frame_ref[i]
+            if k >= 0:
+                return refs.refs[k]
+        if "centre" not in own:
+            frame = frames[i]
+            own["centre"] = center_reference(center, frame.bits, min(frame.max_iter, 1 << 14), plan)
+        return own["centre"]
+
+    def grid_of(i: int, width: float):
+        if i in skip:
+            return None
+        cols, _ = prepass.grid_shape(size)
+        log10_step = frames[i].log10_spacing + math.log10(size[0] / cols)
+        if log10_step >= math.log10(prepass.DIRECT_MIN_SPACING):
+            return prepass.direct_grid(i, (float(center[0]), float(center[1])), size, width)
+        if log10_step < prepass.MIN_LOG10_SPACING:
+            return None
+        ref = reference(i)
+        offset = per.offset_in(center, ref.point, 1.0, 0, ref.point.bits)
+        return prepass.perturbed_grid(i, offset, ref.orbit, size, width)
+
+    return grid_of
+
+
+def period_limits(plan, refs: References | None) -> list[int]:
+    """Per frame: the iterations ``max = "auto"`` gives it for its nucleus reference
+    of period p (``auto_periods`` periods; 0 where its reference is not a nucleus).
 
     Near a minibrot of period p a pixel follows the nucleus' orbit for about a period
     before it escapes, so its count exceeds p whatever the depth formula says. Measured
@@ -265,11 +354,11 @@ def with_period_limits(plan, refs: References | None):
     frame 5 (period 8007, around the minibrot) 99% of the counts below 4.4 p. A zoom
     that ends near the minibrot needs more: centred on that nucleus at width 2e-31
     (about ten minibrot sizes), 4 p left every pixel of a 1280x720 frame black."""
-    if refs is None or plan.layout is not None or plan.spec.iterations.max != "auto":
-        return plan
+    needs = [0] * len(plan.frames)
+    if refs is None or plan.layout is not None:
+        return needs
     w, h = plan.spec.size
     center = plan.spec.view.center
-    frames = list(plan.frames)
     # per nucleus: log2 of its copy scale, and of the view centre's distance from it
     known: dict[int, tuple[float, float]] = {}
     for i, k in enumerate(refs.frame_ref):
@@ -279,12 +368,10 @@ def with_period_limits(plan, refs: References | None):
         if k not in known:
             known[k] = (log2_copy_scale(ref), per.log2_distance(ref.point, center))
         scale, offset = known[k]
-        half_diagonal = frames[i].log10_spacing * math.log2(10) + math.log2(math.hypot(w, h) / 2)
+        half_diagonal = plan.frames[i].log10_spacing * math.log2(10) + math.log2(math.hypot(w, h) / 2)
         reach = scale + float(np.logaddexp2(half_diagonal, offset))
-        need = math.ceil(auto_periods(ref.log2_scale, reach) * ref.period)
-        if frames[i].max_iter < need:
-            frames[i] = replace(frames[i], max_iter=need)
-    return plan if frames == list(plan.frames) else replace(plan, frames=tuple(frames))
+        needs[i] = math.ceil(auto_periods(ref.log2_scale, reach) * ref.period)
+    return needs
 
 
 def describe(refs: References, plan, most: int = 8) -> list[str]:

@@ -25,7 +25,7 @@ import numpy as np
 
 from farm import spec as specmod
 from farm.errors import StoreError
-from farm.estimate import WorkEstimate, eta_seconds
+from farm.estimate import WorkEstimate, eta_seconds, plan_shape
 from farm.plan import ExpmapLayout, Plan, TileGrid, make_plan
 from farm.plan.channels import channels_for
 from farm.plan.references import References
@@ -390,7 +390,7 @@ class Store:
                 "tiles_per_s": round(rate, 4),
                 "last_tile_age_s": round(now - t_end, 1),
             })
-            remaining = WorkEstimate(done, seconds).remaining_device_s() or 0.0
+            remaining = WorkEstimate(done, seconds, plan_shape(self.plan())).remaining_device_s() or 0.0
             out["remaining_device_s"] = round(remaining, 3)
             eta = eta_seconds(remaining, float(seconds[mine].sum()), elapsed)
             if out["rendering"] is not None and eta is not None:  # only a live render has an ETA
