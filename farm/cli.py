@@ -72,6 +72,20 @@ def _add_color_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--light", metavar="AZ,EL", help="shade: light azimuth and elevation, degrees")
 
 
+def _add_location_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("a location as the job (Kalles Fraktaler .kfr, Fraktaler-3 .toml, or "
+                             "their PNG or EXR images)")
+    g.add_argument("--size", metavar="WxH", help="image size (default: the location's, else 1920x1080)")
+    g.add_argument("--frames", type=int, metavar="N", help="frames of the zoom (default: two "
+                   "octaves of zoom per second)")
+    g.add_argument("--seconds", type=float, metavar="S", help="the video's length instead of --frames")
+    g.add_argument("--fps", type=int, metavar="N", help="frames per second (default 30)")
+    g.add_argument("--from-width", metavar="W", help="the first frame's width (default 4): the "
+                   "zoom goes from it to the location's view")
+    g.add_argument("--max-iter", metavar="M", help="auto (default), source (the location's "
+                   "limit) or an integer")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="farm", description="Render deep-zoom Mandelbrot animations on "
                      "OpenCL devices, one process or an MPI farm.", epilog=EPILOG)
@@ -83,11 +97,23 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Render JOB into its store, then encode the video. Under "
                        "`mpiexec -n N`, rank 0 is the master and ranks 1..N-1 are workers.",
                        epilog=EPILOG)
-    p.add_argument("job", metavar="JOB.toml")
+    p.add_argument("job", metavar="JOB.toml", help="a job file, or a location file (see below)")
     p.add_argument("--store", metavar="P", help="store path (default: output.store of the job)")
     p.add_argument("--restart", action="store_true",
                    help="delete an existing store and render from scratch")
     _add_render_options(p)
+    _add_location_options(p)
+
+    p = sub.add_parser("import", help="a job file from a Kalles Fraktaler or Fraktaler-3 location",
+                       description="Write a job file (and the location's palette as a gradient "
+                       "file beside it) from a Kalles Fraktaler .kfr/.kfp, a Fraktaler-3 .toml, or "
+                       "the PNG or EXR images they save. Settings the farm cannot honour are "
+                       "named, one line each.")
+    p.add_argument("location", metavar="FILE")
+    p.add_argument("-o", "--out", metavar="JOB.toml",
+                   help="the job file (default: the location's name with .toml, here)")
+    p.add_argument("--force", action="store_true", help="replace existing files")
+    _add_location_options(p)
 
     p = sub.add_parser("resume", help="continue the render a store holds", epilog=EPILOG)
     p.add_argument("store", metavar="STORE")
@@ -138,9 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Check JOB and print its plan: frames, formats, iteration "
                        "limits, store size against the free space, and a time bound at the "
                        "rates `farm bench` measured on this machine's device. Writes nothing.")
-    p.add_argument("job", metavar="JOB.toml")
+    p.add_argument("job", metavar="JOB.toml", help="a job file, or a location file (see below)")
     p.add_argument("--device", metavar="SEL", help="device the time estimate is for (env FARM_DEVICE)")
     p.add_argument("--json", action="store_true", help="the plan as JSON (for scripts)")
+    _add_location_options(p)
 
     p = sub.add_parser("devices", help="list OpenCL devices and the one a render would use")
     p.add_argument("--device", metavar="SEL", help="selector to test (env FARM_DEVICE)")
@@ -195,11 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from farm import spec as specmod
     from farm.color import Style
     from farm.run import render
 
-    job = specmod.load(args.job)
+    job = _load_job(args, palette_beside=args.store or "renders/")
     Style.from_settings(job.color)  # a gradient file that cannot be read or parsed: before any work
     return render(job, store=args.store, video=args.video, options=_render_options(args))
 
@@ -217,7 +243,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from farm.plan.references import with_period_limits
     from farm.report import plan_info, plan_summary
 
-    job = specmod.load(args.job)
+    job = _load_job(args)
     plan = make_plan(job)
     specmod.check_writable(job.output.store, "output.store")
     specmod.check_writable(job.output.video, "output.video")
@@ -229,6 +255,86 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"farm: warning: {line}", file=sys.stderr)
     print(json.dumps(plan_info(plan, args.job, device, refs)) if args.json
           else plan_summary(plan, args.job, device, refs))
+    return 0
+
+
+LOCATION_OPTIONS = ("size", "frames", "seconds", "fps", "from_width", "max_iter")
+
+
+def _job_options(args: argparse.Namespace):
+    """The location options as farm.locations.job.JobOptions."""
+    from farm.locations.job import JobOptions
+
+    size = None
+    if args.size is not None:
+        try:
+            w, h = (int(v) for v in args.size.lower().split("x"))
+        except ValueError:
+            raise UsageError(f"--size: {args.size!r} is not WxH (like 1920x1080)") from None
+        size = (w, h)
+    return JobOptions(size=size, frames=args.frames, seconds=args.seconds, fps=args.fps or 30,
+                      start_width=args.from_width or "4", max_iter=args.max_iter or "auto")
+
+
+def _load_job(args: argparse.Namespace, palette_beside: str | None = None):
+    """The job spec of ``args.job``: a job file, or a location file (farm.locations) with
+    the location options. For a location with a palette, ``palette_beside`` (a store
+    path or a folder) says where its gradient file is written; None: the job uses the
+    default palette and nothing is written."""
+    from pathlib import Path
+
+    from farm import locations
+    from farm import spec as specmod
+    from farm.locations import job as locjob
+
+    if locations.kind_of(args.job) is None:
+        given = [name for name in LOCATION_OPTIONS if getattr(args, name, None) is not None]
+        if given:
+            option = "--" + given[0].replace("_", "-")
+            raise UsageError(f"{option}: only for a location file; {args.job} is a job file "
+                             "(its [animation], [image] and [iterations] say that)")
+        return specmod.load(args.job)
+    location = locations.read(args.job)
+    if _is_master():
+        for note in location.notes:
+            print(f"farm: note: not honoured: {note}", file=sys.stderr)
+    source = Path(args.job)
+    name = locjob.default_job_path(source).stem
+    palette = None
+    if location.colours and palette_beside is not None:
+        folder = Path(palette_beside) if palette_beside.endswith("/") else Path(palette_beside).parent
+        palette = (folder / f"{name}.palette.txt").absolute()
+    text = locjob.job_text(location, _job_options(args), source.name,
+                           str(palette) if palette is not None else None)
+    job = specmod.parse_text(text, name=name, source=args.job)
+    if palette is not None:
+        specmod.check_writable(palette, "color.palette")
+        locjob.write_file(palette, locjob.palette_text(location, source.name))
+    return job
+
+
+def _is_master() -> bool:
+    """Rank 0 under MPI, or the one process."""
+    from farm.schedule.transport import mpi_world
+
+    comm = mpi_world()
+    return comm is None or comm.Get_rank() == 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from farm import locations
+    from farm.locations.job import import_files
+
+    location = locations.read(args.location)
+    for note in location.notes:
+        print(f"farm: note: not honoured: {note}", file=sys.stderr)
+    out = Path(args.out) if args.out else None
+    paths = import_files(location, _job_options(args), Path(args.location), out, args.force)
+    print(f"farm: wrote {', '.join(map(str, paths))}", file=sys.stderr)
+    if location.has_view:
+        print(f"farm: render it with: farm render {paths[0]}", file=sys.stderr)
     return 0
 
 
@@ -346,5 +452,5 @@ def cmd_bench(args: argparse.Namespace) -> int:
 COMMANDS = {
     "render": cmd_render, "resume": cmd_resume, "status": cmd_status, "frames": cmd_frames,
     "encode": cmd_encode, "validate": cmd_validate, "devices": cmd_devices, "bench": cmd_bench,
-    "export": cmd_export,
+    "export": cmd_export, "import": cmd_import,
 }
