@@ -144,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--crf", type=int, help="quality, 0-51, lower is better (default: output.crf)")
     p.add_argument("--preset", help="x264 preset, ultrafast .. veryslow (default: output.preset)")
     p.add_argument("--codec", help="auto | libx264 | h264_nvenc (default: output.codec)")
+    p.add_argument("--audio", metavar="TRACK", help="a soundtrack to mux in as AAC, any format "
+                   "ffmpeg reads (default: output.audio)")
     _add_color_options(p)
 
     p = sub.add_parser("export", help="write an expmap store's strips as OpenEXR files for zoomasm",
@@ -227,12 +229,16 @@ def cmd_render(args: argparse.Namespace) -> int:
 
     job = _load_job(args, palette_beside=args.store or "renders/")
     Style.from_settings(job.color)  # a gradient file that cannot be read or parsed: before any work
+    _check_audio(job, args.no_video)
     return render(job, store=args.store, video=args.video, options=_render_options(args))
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from farm.run import resume
+    from farm.store.reader import Store
 
+    with Store(args.store) as store:
+        _check_audio(store.spec, args.no_video)
     return resume(args.store, video=args.video, options=_render_options(args))
 
 
@@ -248,13 +254,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
     specmod.check_writable(job.output.store, "output.store")
     specmod.check_writable(job.output.video, "output.video")
     Style.from_settings(job.color)  # a gradient file that cannot be read or parsed
+    track = _check_audio(job)
     device = _estimate_device(args.device)
     refs = plan.references()  # perturbed frames: their reference points (issue 14)
     plan = with_period_limits(plan, refs)  # max = "auto": a few periods of a nucleus reference
     for line in structure.check(plan, refs):  # a zoom into nothing (issue 10.5)
         print(f"farm: warning: {line}", file=sys.stderr)
-    print(json.dumps(plan_info(plan, args.job, device, refs)) if args.json
-          else plan_summary(plan, args.job, device, refs))
+    if args.json:
+        info = plan_info(plan, args.job, device, refs)
+        if track is not None:
+            info["audio"] = {"path": job.output.audio, "seconds": track}
+        print(json.dumps(info))
+    else:
+        print(plan_summary(plan, args.job, device, refs))
+        if track is not None:
+            print(f"soundtrack {job.output.audio}: {track:.2f} s (the video: "
+                  f"{job.frames / job.animation.fps:.2f} s; the longer is cut to the shorter)")
     return 0
 
 
@@ -313,6 +328,14 @@ def _load_job(args: argparse.Namespace, palette_beside: str | None = None):
     return job
 
 
+def _check_audio(spec, no_video: bool = False) -> float | None:
+    """The soundtrack's length in seconds (None without one, or without a video); one
+    line and exit 2 before any work when it cannot be read (farm/encode/audio.py)."""
+    from farm.encode.audio import check
+
+    return None if no_video else check(spec)
+
+
 def _is_master() -> bool:
     """Rank 0 under MPI, or the one process."""
     from farm.schedule.transport import mpi_world
@@ -366,7 +389,8 @@ def settings_from_args(stored, args: argparse.Namespace):
              "smoothing": args.smoothing, "density": args.density, "line_width": args.line_width,
              "light": light(args.light)}
     output = {"video": getattr(args, "video", None), "crf": getattr(args, "crf", None),
-              "preset": getattr(args, "preset", None), "codec": getattr(args, "codec", None)}
+              "preset": getattr(args, "preset", None), "codec": getattr(args, "codec", None),
+              "audio": getattr(args, "audio", None)}
     animation = {"fps": getattr(args, "fps", None)}
     return with_overrides(stored, args.job, {"color": color, "output": output, "animation": animation})
 
@@ -390,6 +414,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
     with Store(args.store) as store:
         spec = settings_from_args(store.spec, args)
+    _check_audio(spec)
     path = encode_video(args.store, spec.color, VideoSettings.from_spec(spec))
     print(f"farm: wrote {path}", file=sys.stderr)
     return 0
