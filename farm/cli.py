@@ -171,6 +171,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the plan as JSON (for scripts)")
     _add_location_options(p)
 
+    p = sub.add_parser("preview", help="a contact sheet of a few frames of the timeline, small",
+                       description="Render the first frame, the frame at each key (and one "
+                       "halfway between keys), and the last, small and with the job's own "
+                       "settings, and lay them out in one PNG with each frame's time and width: "
+                       "the film's shape before the GPU hours. Writes only the sheet.")
+    p.add_argument("job", metavar="JOB.toml", help="a job file, or a location file (see below)")
+    p.add_argument("--out", metavar="PNG", help="the sheet (default: the video's path with "
+                   ".preview.png)")
+    p.add_argument("--width", type=int, default=256, metavar="PX",
+                   help="width of each frame in pixels (default 256)")
+    p.add_argument("--count", type=int, default=6, metavar="N",
+                   help="frames shown for a job without keys (default 6)")
+    p.add_argument("--iter-cap", type=int, metavar="N", help="at most N iterations a pixel "
+                   "(faster; pixels escaping later turn black)")
+    p.add_argument("--device", metavar="SEL", help="auto | gpu | cpu | P:D (env FARM_DEVICE)")
+    _add_location_options(p)
+
     p = sub.add_parser("devices", help="list OpenCL devices and the one a render would use")
     p.add_argument("--device", metavar="SEL", help="selector to test (env FARM_DEVICE)")
 
@@ -449,6 +466,28 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_preview(args: argparse.Namespace) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from farm.compute.device import selector_from_env
+    from farm.preview import render_preview
+
+    if not 16 <= args.width <= 4096:
+        raise UsageError(f"--width: {args.width} is out of range: 16 to 4096")
+    if not 2 <= args.count <= 64:
+        raise UsageError(f"--count: {args.count} is out of range: 2 to 64")
+    if args.iter_cap is not None and args.iter_cap < 1:
+        raise UsageError(f"--iter-cap: {args.iter_cap} must be at least 1")
+    with tempfile.TemporaryDirectory(prefix="farm-preview-palette-") as tmp:
+        job = _load_job(args, palette_beside=tmp + "/")  # a location's palette, while it renders
+        out = Path(args.out) if args.out else Path(job.output.video).with_suffix(".preview.png")
+        path = render_preview(job, out, Path(args.job).name, device=selector_from_env(args.device),
+                              width=args.width, count=args.count, max_iter=args.iter_cap)
+    print(f"farm: wrote {path}", file=sys.stderr)
+    return 0
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from farm.report import devices_text
 
@@ -477,5 +516,5 @@ def cmd_bench(args: argparse.Namespace) -> int:
 COMMANDS = {
     "render": cmd_render, "resume": cmd_resume, "status": cmd_status, "frames": cmd_frames,
     "encode": cmd_encode, "validate": cmd_validate, "devices": cmd_devices, "bench": cmd_bench,
-    "export": cmd_export, "import": cmd_import,
+    "export": cmd_export, "import": cmd_import, "preview": cmd_preview,
 }

@@ -133,8 +133,13 @@ def frame_time(k: int, fps: int) -> Fraction:
 def frame_widths(spec: JobSpec) -> list[mpmath.mpf]:
     """Every video frame's width (mpf, WIDTH_BITS): the keys' curve, or the constant
     zoom speed from view.width[0] to view.width[1] without keys."""
-    frames, keys = spec.frames, spec.animation.keys
+    return widths_of(spec, range(spec.frames))
+
+
+def widths_of(spec: JobSpec, frames: Sequence[int]) -> list[mpmath.mpf]:
+    """The widths of some video frames (as :func:`frame_widths` gives them)."""
+    keys = spec.animation.keys
     if not keys:
-        return [num.frame_width(*spec.view.width, k, frames) for k in range(frames)]
+        return [num.frame_width(*spec.view.width, k, spec.frames) for k in frames]
     curve = Curve(keys)
-    return [curve.width(frame_time(k, spec.animation.fps)) for k in range(frames)]
+    return [curve.width(frame_time(k, spec.animation.fps)) for k in frames]
