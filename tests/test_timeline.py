@@ -254,3 +254,41 @@ def test_expmap_synthesises_a_zoom_in_hold_and_out_like_the_frames_method(tmp_pa
             got = agreement(direct, (raw.iterations, raw.fraction))
             print(k, got["class"], yard["class"], got["median"], yard["median"])
             assert got["class"] >= yard["class"] - 0.005 and got["median"] < 0.01, (k, got, yard)
+
+
+def test_a_keyed_zoom_resumes_and_renders_under_mpi_bit_for_bit(tmp_path):
+    """The plan is a function of the spec: a killed render resumed, and three MPI ranks,
+    give the uninterrupted one-process store bit for bit; a store refuses the same keys
+    at another fps (other frame times, other widths)."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import assert_same_datasets
+
+    names = ("iterations", "fraction", "histogram", "done", "frame_done")
+    text = job_text(size=(48, 27), width=("1", "1"), frames=1, max_iter=300, tile=(16, 16))
+    text = text.replace('width = ["1", "1"]\n', "").replace("frames = 1\n", "") + EXPMAP_KEYS
+    job = tmp_path / "keyed.toml"
+    job.write_text(text)
+    ref, killed, mpi = (tmp_path / f"{n}.h5" for n in ("ref", "killed", "mpi"))
+    result = run_farm("render", str(job), "--store", str(ref), "--no-video", "--quiet")
+    assert result.returncode == 0, result.stderr
+    crash = run_farm("render", str(job), "--store", str(killed), "--no-video", "--quiet",
+                     env={"FARM_TEST_CRASH_AT": "before-done-flag:60", "FARM_TEST_TILE_DELAY": "0.01"})
+    assert crash.returncode == -signal.SIGKILL
+    resumed = run_farm("resume", str(killed), "--no-video", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert_same_datasets(killed, ref, names)
+    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+    if mpiexec is not None:
+        done = subprocess.run([mpiexec, "-n", "3", sys.executable, "-m", "farm", "render", str(job),
+                               "--store", str(mpi), "--no-video", "--quiet", "--share-devices"],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert_same_datasets(mpi, ref, names)
+    job.write_text(text.replace("fps = 10", "fps = 12"))
+    refused = run_farm("render", str(job), "--store", str(ref), "--no-video", "--quiet")
+    assert refused.returncode == 2 and "animation.fps" in refused.stderr, refused.stderr
