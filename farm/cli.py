@@ -284,6 +284,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(json.dumps(info))
     else:
         print(plan_summary(plan, args.job, device, refs))
+        for line in _timeline_lines(job):
+            print(line)
         if track is not None:
             print(f"soundtrack {job.output.audio}: {track:.2f} s (the video: "
                   f"{job.frames / job.animation.fps:.2f} s; the longer is cut to the shorter)")
@@ -343,6 +345,19 @@ def _load_job(args: argparse.Namespace, palette_beside: str | None = None):
         specmod.check_writable(palette, "color.palette")
         locjob.write_file(palette, locjob.palette_text(location, source.name))
     return job
+
+
+def _timeline_lines(spec) -> list[str]:
+    """``farm validate``'s lines for [[animation.keys]]: each key's frame, time and width."""
+    fps = spec.animation.fps
+    lines = []
+    for i, key in enumerate(spec.animation.keys):
+        frame = round(key.time_exact * fps)
+        where = f"frame {frame}" if frame < spec.frames else "after the last frame"
+        then = f", then {key.interpolation}" if i + 1 < len(spec.animation.keys) else ""
+        lines.append(f"{'timeline' if i == 0 else '':10} key {i}: {key.time:g} s ({where}), width "
+                     f"{key.width_text(4)}{then}")
+    return lines
 
 
 def _check_audio(spec, no_video: bool = False) -> float | None:

@@ -292,3 +292,14 @@ def test_a_keyed_zoom_resumes_and_renders_under_mpi_bit_for_bit(tmp_path):
     job.write_text(text.replace("fps = 10", "fps = 12"))
     refused = run_farm("render", str(job), "--store", str(ref), "--no-video", "--quiet")
     assert refused.returncode == 2 and "animation.fps" in refused.stderr, refused.stderr
+
+
+def test_validate_lists_the_keys(tmp_path):
+    job = tmp_path / "film.toml"
+    job.write_text(HEAD + '[[animation.keys]]\ntime = 0\nwidth = "4"\n[[animation.keys]]\ntime = 1.5\n'
+                   'zoom = "1e9"\ninterpolation = "linear"\n[[animation.keys]]\ntime = 9\nwidth = "1"\n')
+    result = run_farm("validate", str(job))
+    assert result.returncode == 0, result.stderr
+    assert "timeline   key 0: 0 s (frame 0), width 4, then cubic" in result.stdout
+    assert "key 1: 1.5 s (frame 15), width 4e-9, then linear" in result.stdout
+    assert "frames     91 at 10 fps" in result.stdout
