@@ -16,6 +16,7 @@ from typing import NoReturn
 import numpy as np
 
 from farm import __version__
+from farm import film_cli as film
 from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE, FarmError, UsageError
 
 EPILOG = """exit status: 0 done; 1 render failed; 2 bad input (nothing written);
@@ -244,9 +245,9 @@ def cmd_render(args: argparse.Namespace) -> int:
     from farm.color import Style
     from farm.run import render
 
-    job = _load_job(args, palette_beside=args.store or "renders/")
+    job = film.load_job(args, palette_beside=args.store or "renders/")
     Style.from_settings(job.color)  # a gradient file that cannot be read or parsed: before any work
-    _check_audio(job, args.no_video)
+    film.check_audio(job, args.no_video)
     return render(job, store=args.store, video=args.video, options=_render_options(args))
 
 
@@ -255,7 +256,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from farm.store.reader import Store
 
     with Store(args.store) as store:
-        _check_audio(store.spec, args.no_video)
+        film.check_audio(store.spec, args.no_video)
     return resume(args.store, video=args.video, options=_render_options(args))
 
 
@@ -266,12 +267,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from farm.plan.references import with_period_limits
     from farm.report import plan_info, plan_summary
 
-    job = _load_job(args)
+    job = film.load_job(args)
     plan = make_plan(job)
     specmod.check_writable(job.output.store, "output.store")
     specmod.check_writable(job.output.video, "output.video")
     Style.from_settings(job.color)  # a gradient file that cannot be read or parsed
-    track = _check_audio(job)
+    track = film.check_audio(job)
     device = _estimate_device(args.device)
     refs = plan.references()  # perturbed frames: their reference points (issue 14)
     plan = with_period_limits(plan, refs)  # max = "auto": a few periods of a nucleus reference
@@ -284,96 +285,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(json.dumps(info))
     else:
         print(plan_summary(plan, args.job, device, refs))
-        for line in _timeline_lines(job):
+        for line in film.timeline_lines(job):
             print(line)
         if track is not None:
             print(f"soundtrack {job.output.audio}: {track:.2f} s (the video: "
                   f"{job.frames / job.animation.fps:.2f} s; the longer is cut to the shorter)")
     return 0
-
-
-LOCATION_OPTIONS = ("size", "frames", "seconds", "fps", "from_width", "max_iter")
-
-
-def _job_options(args: argparse.Namespace):
-    """The location options as farm.locations.job.JobOptions."""
-    from farm.locations.job import JobOptions
-
-    size = None
-    if args.size is not None:
-        try:
-            w, h = (int(v) for v in args.size.lower().split("x"))
-        except ValueError:
-            raise UsageError(f"--size: {args.size!r} is not WxH (like 1920x1080)") from None
-        size = (w, h)
-    return JobOptions(size=size, frames=args.frames, seconds=args.seconds, fps=args.fps or 30,
-                      start_width=args.from_width or "4", max_iter=args.max_iter or "auto")
-
-
-def _load_job(args: argparse.Namespace, palette_beside: str | None = None):
-    """The job spec of ``args.job``: a job file, or a location file (farm.locations) with
-    the location options. For a location with a palette, ``palette_beside`` (a store
-    path or a folder) says where its gradient file is written; None: the job uses the
-    default palette and nothing is written."""
-    from pathlib import Path
-
-    from farm import locations
-    from farm import spec as specmod
-    from farm.locations import job as locjob
-
-    if locations.kind_of(args.job) is None:
-        given = [name for name in LOCATION_OPTIONS if getattr(args, name, None) is not None]
-        if given:
-            option = "--" + given[0].replace("_", "-")
-            raise UsageError(f"{option}: only for a location file; {args.job} is a job file "
-                             "(its [animation], [image] and [iterations] say that)")
-        return specmod.load(args.job)
-    location = locations.read(args.job)
-    if _is_master():
-        for note in location.notes:
-            print(f"farm: note: not honoured: {note}", file=sys.stderr)
-    source = Path(args.job)
-    name = locjob.default_job_path(source).stem
-    palette = None
-    if location.colours and palette_beside is not None:
-        folder = Path(palette_beside) if palette_beside.endswith("/") else Path(palette_beside).parent
-        palette = (folder / f"{name}.palette.txt").absolute()
-    text = locjob.job_text(location, _job_options(args), source.name,
-                           str(palette) if palette is not None else None)
-    job = specmod.parse_text(text, name=name, source=args.job)
-    if palette is not None:
-        specmod.check_writable(palette, "color.palette")
-        locjob.write_file(palette, locjob.palette_text(location, source.name))
-    return job
-
-
-def _timeline_lines(spec) -> list[str]:
-    """``farm validate``'s lines for [[animation.keys]]: each key's frame, time and width."""
-    fps = spec.animation.fps
-    lines = []
-    for i, key in enumerate(spec.animation.keys):
-        frame = round(key.time_exact * fps)
-        where = f"frame {frame}" if frame < spec.frames else "after the last frame"
-        then = f", then {key.interpolation}" if i + 1 < len(spec.animation.keys) else ""
-        lines.append(f"{'timeline' if i == 0 else '':10} key {i}: {key.time:g} s ({where}), width "
-                     f"{key.width_text(4)}{then}")
-    return lines
-
-
-def _check_audio(spec, no_video: bool = False) -> float | None:
-    """The soundtrack's length in seconds (None without one, or without a video); one
-    line and exit 2 before any work when it cannot be read (farm/encode/audio.py)."""
-    from farm.encode.audio import check
-
-    return None if no_video else check(spec)
-
-
-def _is_master() -> bool:
-    """Rank 0 under MPI, or the one process."""
-    from farm.schedule.transport import mpi_world
-
-    comm = mpi_world()
-    return comm is None or comm.Get_rank() == 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -386,7 +303,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     for note in location.notes:
         print(f"farm: note: not honoured: {note}", file=sys.stderr)
     out = Path(args.out) if args.out else None
-    paths = import_files(location, _job_options(args), Path(args.location), out, args.force)
+    paths = import_files(location, film.job_options(args), Path(args.location), out, args.force)
     print(f"farm: wrote {', '.join(map(str, paths))}", file=sys.stderr)
     if location.has_view:
         print(f"farm: render it with: farm render {paths[0]}", file=sys.stderr)
@@ -446,7 +363,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
     with Store(args.store) as store:
         spec = settings_from_args(store.spec, args)
-    _check_audio(spec)
+    film.check_audio(spec)
     path = encode_video(args.store, spec.color, VideoSettings.from_spec(spec))
     print(f"farm: wrote {path}", file=sys.stderr)
     return 0
@@ -495,7 +412,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
     if args.iter_cap is not None and args.iter_cap < 1:
         raise UsageError(f"--iter-cap: {args.iter_cap} must be at least 1")
     with tempfile.TemporaryDirectory(prefix="farm-preview-palette-") as tmp:
-        job = _load_job(args, palette_beside=tmp + "/")  # a location's palette, while it renders
+        job = film.load_job(args, palette_beside=tmp + "/")  # a location's palette, while it renders
         out = Path(args.out) if args.out else Path(job.output.video).with_suffix(".preview.png")
         path = render_preview(job, out, Path(args.job).name, device=selector_from_env(args.device),
                               width=args.width, count=args.count, max_iter=args.iter_cap)
