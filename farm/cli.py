@@ -17,6 +17,7 @@ from typing import NoReturn
 import numpy as np
 
 from farm import __version__
+from farm import film_cli as film
 from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE, FarmError, UsageError
 
 EPILOG = """exit status: 0 done; 1 render failed; 2 bad input (nothing written);
@@ -75,6 +76,20 @@ def _add_color_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--light", metavar="AZ,EL", help="shade: light azimuth and elevation, degrees")
 
 
+def _add_location_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("a location as the job (Kalles Fraktaler .kfr, Fraktaler-3 .toml, or "
+                             "their PNG or EXR images)")
+    g.add_argument("--size", metavar="WxH", help="image size (default: the location's, else 1920x1080)")
+    g.add_argument("--frames", type=int, metavar="N", help="frames of the zoom (default: two "
+                   "octaves of zoom per second)")
+    g.add_argument("--seconds", type=float, metavar="S", help="the video's length instead of --frames")
+    g.add_argument("--fps", type=int, metavar="N", help="frames per second (default 30)")
+    g.add_argument("--from-width", metavar="W", help="the first frame's width (default 4): the "
+                   "zoom goes from it to the location's view")
+    g.add_argument("--max-iter", metavar="M", help="auto (default), source (the location's "
+                   "limit) or an integer")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="farm", description="Render deep-zoom Mandelbrot animations on "
                      "OpenCL devices, one process or an MPI farm.", epilog=EPILOG)
@@ -86,11 +101,23 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Render JOB into its store, then encode the video. Under "
                        "`mpiexec -n N`, rank 0 is the master and ranks 1..N-1 are workers.",
                        epilog=EPILOG)
-    p.add_argument("job", metavar="JOB.toml")
+    p.add_argument("job", metavar="JOB.toml", help="a job file, or a location file (see below)")
     p.add_argument("--store", metavar="P", help="store path (default: output.store of the job)")
     p.add_argument("--restart", action="store_true",
                    help="delete an existing store and render from scratch")
     _add_render_options(p)
+    _add_location_options(p)
+
+    p = sub.add_parser("import", help="a job file from a Kalles Fraktaler or Fraktaler-3 location",
+                       description="Write a job file (and the location's palette as a gradient "
+                       "file beside it) from a Kalles Fraktaler .kfr/.kfp, a Fraktaler-3 .toml, or "
+                       "the PNG or EXR images they save. Settings the farm cannot honour are "
+                       "named, one line each.")
+    p.add_argument("location", metavar="FILE")
+    p.add_argument("-o", "--out", metavar="JOB.toml",
+                   help="the job file (default: the location's name with .toml, here)")
+    p.add_argument("--force", action="store_true", help="replace existing files")
+    _add_location_options(p)
 
     p = sub.add_parser("resume", help="continue the render a store holds", epilog=EPILOG,
                        description="Render what STORE lacks, with the job the store holds "
@@ -132,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--crf", type=int, help="quality, 0-51, lower is better (default: output.crf)")
     p.add_argument("--preset", help="x264 preset, ultrafast .. veryslow (default: output.preset)")
     p.add_argument("--codec", help="auto | libx264 | h264_nvenc (default: output.codec)")
+    p.add_argument("--audio", metavar="TRACK", help="a soundtrack to mux in as AAC, any format "
+                   "ffmpeg reads (default: output.audio)")
     _add_color_options(p)
 
     p = sub.add_parser("export", help="write an expmap store's strips as OpenEXR files for zoomasm",
@@ -153,9 +182,27 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Check JOB and print its plan: frames, formats, iteration "
                        "limits, store size against the free space, and a time bound at the "
                        "rates `farm bench` measured on this machine's device. Writes nothing.")
-    p.add_argument("job", metavar="JOB.toml")
+    p.add_argument("job", metavar="JOB.toml", help="a job file, or a location file (see below)")
     p.add_argument("--device", metavar="SEL", help="device the time estimate is for (env FARM_DEVICE)")
     p.add_argument("--json", action="store_true", help="the plan as JSON (for scripts)")
+    _add_location_options(p)
+
+    p = sub.add_parser("preview", help="a contact sheet of a few frames of the timeline, small",
+                       description="Render the first frame, the frame at each key (and one "
+                       "halfway between keys), and the last, small and with the job's own "
+                       "settings, and lay them out in one PNG with each frame's time and width: "
+                       "the film's shape before the GPU hours. Writes only the sheet.")
+    p.add_argument("job", metavar="JOB.toml", help="a job file, or a location file (see below)")
+    p.add_argument("--out", metavar="PNG", help="the sheet (default: the video's path with "
+                   ".preview.png)")
+    p.add_argument("--width", type=int, default=256, metavar="PX",
+                   help="width of each frame in pixels (default 256)")
+    p.add_argument("--count", type=int, default=6, metavar="N",
+                   help="frames shown for a job without keys (default 6)")
+    p.add_argument("--iter-cap", type=int, metavar="N", help="at most N iterations a pixel "
+                   "(faster; pixels escaping later turn black)")
+    p.add_argument("--device", metavar="SEL", help="auto | gpu | cpu | P:D (env FARM_DEVICE)")
+    _add_location_options(p)
 
     p = sub.add_parser("devices", help="list OpenCL devices and the one a render would use",
                        description="List every OpenCL device, mark the candidates a render "
@@ -229,15 +276,19 @@ def cmd_render(args: argparse.Namespace) -> int:
     from farm.color import Style
     from farm.run import render
 
-    job = specmod.load(args.job)
+    job = film.load_job(args, palette_beside=args.store or "renders/")
     Style.from_settings(job.color)  # a gradient file that cannot be read or parsed: before any work
     _warn(specmod.warnings(job))
+    film.check_audio(job, args.no_video)
     return render(job, store=args.store, video=args.video, options=_render_options(args))
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from farm.run import resume
+    from farm.store.reader import Store
 
+    with Store(args.store) as store:
+        film.check_audio(store.spec, args.no_video)
     return resume(args.store, video=args.video, options=_render_options(args))
 
 
@@ -249,19 +300,47 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from farm.report import plan_info, plan_summary
     from farm.store import layout
 
-    job = specmod.load(args.job)
+    job = film.load_job(args)
     _warn(specmod.warnings(job))
     plan = make_plan(job)
     specmod.check_writable(job.output.store, "output.store")
     layout.check_ours(job.output.store, "output.store")  # render would refuse to touch it
     specmod.check_writable(job.output.video, "output.video")
     Style.from_settings(job.color)  # a gradient file that cannot be read or parsed
+    track = film.check_audio(job)
     device = _estimate_device(args.device)
     refs = plan.references()  # perturbed frames: their reference points (issue 14)
     plan = with_period_limits(plan, refs)  # max = "auto": a few periods of a nucleus reference
     _warn(structure.check(plan, refs))  # a zoom into nothing (issue 10.5)
-    print(json.dumps(plan_info(plan, args.job, device, refs)) if args.json
-          else plan_summary(plan, args.job, device, refs))
+    if args.json:
+        info = plan_info(plan, args.job, device, refs)
+        if track is not None:
+            info["audio"] = {"path": job.output.audio, "seconds": track}
+        print(json.dumps(info))
+    else:
+        print(plan_summary(plan, args.job, device, refs))
+        for line in film.timeline_lines(job):
+            print(line)
+        if track is not None:
+            print(f"soundtrack {job.output.audio}: {track:.2f} s (the video: "
+                  f"{job.frames / job.animation.fps:.2f} s; the longer is cut to the shorter)")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from farm import locations
+    from farm.locations.job import import_files
+
+    location = locations.read(args.location)
+    for note in location.notes:
+        print(f"farm: note: not honoured: {note}", file=sys.stderr)
+    out = Path(args.out) if args.out else None
+    paths = import_files(location, film.job_options(args), Path(args.location), out, args.force)
+    print(f"farm: wrote {', '.join(map(str, paths))}", file=sys.stderr)
+    if location.has_view:
+        print(f"farm: render it with: farm render {paths[0]}", file=sys.stderr)
     return 0
 
 
@@ -300,7 +379,8 @@ def settings_from_args(stored, args: argparse.Namespace):
              "smoothing": args.smoothing, "density": args.density, "line_width": args.line_width,
              "light": light(args.light)}
     output = {"video": getattr(args, "video", None), "crf": getattr(args, "crf", None),
-              "preset": getattr(args, "preset", None), "codec": getattr(args, "codec", None)}
+              "preset": getattr(args, "preset", None), "codec": getattr(args, "codec", None),
+              "audio": getattr(args, "audio", None)}
     animation = {"fps": getattr(args, "fps", None)}
     return with_overrides(stored, args.job, {"color": color, "output": output, "animation": animation})
 
@@ -329,6 +409,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
         target = Path(spec.output.video)
         if args.video is None and not names_video(args.job):  # never over another colour's video
             target = recolour_target(args.store, store.spec, spec, store.frames)
+    film.check_audio(spec)
     path = encode_video(args.store, spec.color, VideoSettings.from_spec(spec, target))
     beside = "" if target == Path(spec.output.video) else (
         f" (beside {spec.output.video}, made with other settings; --video P names the path)")
@@ -365,6 +446,28 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_preview(args: argparse.Namespace) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from farm.compute.device import selector_from_env
+    from farm.preview import render_preview
+
+    if not 16 <= args.width <= 4096:
+        raise UsageError(f"--width: {args.width} is out of range: 16 to 4096")
+    if not 2 <= args.count <= 64:
+        raise UsageError(f"--count: {args.count} is out of range: 2 to 64")
+    if args.iter_cap is not None and args.iter_cap < 1:
+        raise UsageError(f"--iter-cap: {args.iter_cap} must be at least 1")
+    with tempfile.TemporaryDirectory(prefix="farm-preview-palette-") as tmp:
+        job = film.load_job(args, palette_beside=tmp + "/")  # a location's palette, while it renders
+        out = Path(args.out) if args.out else Path(job.output.video).with_suffix(".preview.png")
+        path = render_preview(job, out, Path(args.job).name, device=selector_from_env(args.device),
+                              width=args.width, count=args.count, max_iter=args.iter_cap)
+    print(f"farm: wrote {path}", file=sys.stderr)
+    return 0
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from farm.report import devices_text
 
@@ -397,5 +500,5 @@ def cmd_bench(args: argparse.Namespace) -> int:
 COMMANDS = {
     "render": cmd_render, "resume": cmd_resume, "status": cmd_status, "frames": cmd_frames,
     "encode": cmd_encode, "validate": cmd_validate, "devices": cmd_devices, "bench": cmd_bench,
-    "export": cmd_export,
+    "export": cmd_export, "import": cmd_import, "preview": cmd_preview,
 }

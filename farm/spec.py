@@ -31,6 +31,7 @@ from typing import Any
 
 from farm.color.palettes import FILE_SUFFIXES, STOPS, Gradient, gradient_table, read_gradient
 from farm.errors import SpecError
+from farm.waypoints import Key, complete, parse_duration, parse_keys
 
 PALETTES = tuple(STOPS)
 COLOR_METHODS = ("shade", "histogram", "smooth", "distance")
@@ -73,6 +74,9 @@ class Animation:
     # expmap: strip samples per output pixel at a frame's corners (angles A = oversample
     # pi hypot(W, H), rounded up to a multiple of 16)
     oversample: float = 1.0
+    # waypoints of the zoom's timeline (farm/waypoints.py, farm/plan/curve.py); () for the
+    # constant zoom speed from view.width[0] to view.width[1]
+    keys: tuple[Key, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,7 @@ class Output:
     codec: str = "auto"  # auto: h264_nvenc where it works, else libx264
     compression: str = "zstd"  # the store's pixel chunks: zstd (shuffled) or none (farm/store/codec.py)
     compression_level: int = 1  # zstd level: 1 is fast; higher levels gain a few percent
+    audio: str | None = None  # a soundtrack muxed into the video as AAC (farm/encode/audio.py)
 
 
 @dataclass(frozen=True)
@@ -290,16 +295,36 @@ def _path(suffixes: tuple[str, ...]) -> Callable[[Any, str], str]:
 
 
 REQUIRED = object()
+DERIVED = object()  # not required: derived from other keys (farm.waypoints.complete)
+OPTIONAL = object()  # None unless given
+# Keys parsed and checked, then resolved into others (never in the canonical text).
+RESOLVED = (("animation", "duration"),)
+# Keys left out of the canonical text when they have their default (so that jobs
+# without them keep their text and hash, and existing stores match their jobs).
+OMITTED_DEFAULTS = {("animation", "keys"): (), ("output", "audio"): None,
+                    ("output", "compression"): "zstd", ("output", "compression_level"): 1}
+
+
+def _keys(value: Any, field: str) -> tuple[Key, ...]:
+    return parse_keys(value, field, _decimal)
+
+
+def _audio(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(field, "must be a file path in a string (any format ffmpeg reads)")
+    return value
 
 # section -> key -> (parser, default). Order here is the canonical order.
 SCHEMA: dict[str, dict[str, tuple[Callable[[Any, str], Any], Any]]] = {
-    "view": {"center": (_center, REQUIRED), "width": (_widths, REQUIRED)},
+    "view": {"center": (_center, REQUIRED), "width": (_widths, DERIVED)},
     "image": {"size": (_size, REQUIRED), "samples": (_samples, 1)},
     "animation": {
-        "frames": (_int_in(1, 100_000), REQUIRED),
+        "frames": (_int_in(1, 100_000), DERIVED),
         "fps": (_int_in(1, 240), 30),
         "method": (_choice(METHODS), "frames"),
         "oversample": (_float_in(0.5, 4.0), 1.0),
+        "duration": (parse_duration, OPTIONAL),
+        "keys": (_keys, ()),
     },
     "iterations": {
         "max": (_max_iter, "auto"),
@@ -327,6 +352,7 @@ SCHEMA: dict[str, dict[str, tuple[Callable[[Any, str], Any], Any]]] = {
         "codec": (_choice(CODECS), "auto"),
         "compression": (_choice(STORE_CODECS), "zstd"),
         "compression_level": (_int_in(1, 19), 1),
+        "audio": (_audio, OPTIONAL),
     },
 }
 _CLASSES = {
@@ -342,10 +368,12 @@ def _unknown(kind: str, name: str, known: list[str]) -> str:
 
 
 def from_dict(data: dict[str, Any], name: str = "job", source: str | None = None,
-              base: str | os.PathLike[str] | None = None) -> JobSpec:
+              base: str | os.PathLike[str] | None = None,
+              probe: Callable[[str], float] | None = None) -> JobSpec:
     """Validate a parsed TOML document; ``name`` gives the default output paths. With
     ``base`` (the job file's folder), a gradient file named by ``color.palette`` is read
-    from there into the spec."""
+    from there into the spec. ``probe(path)``: a soundtrack's length in seconds, for
+    ``duration = "audio"`` (default: ffmpeg, farm/encode/audio.py)."""
     for section in data:
         if section not in SCHEMA:
             raise SpecError(section, _unknown("section", section, list(SCHEMA)), source)
@@ -356,6 +384,7 @@ def from_dict(data: dict[str, Any], name: str = "job", source: str | None = None
         except SpecError as err:
             raise SpecError(err.field, err.message, source) from None
     sections = {}
+    resolved: dict[str, Any] = {}
     for section, fields in SCHEMA.items():
         given = data.get(section, {})
         if not isinstance(given, dict):
@@ -373,13 +402,23 @@ def from_dict(data: dict[str, Any], name: str = "job", source: str | None = None
                     raise SpecError(err.field, err.message, source) from None
             elif default is REQUIRED:
                 raise SpecError(field, "is required", source)
+            elif default is DERIVED or default is OPTIONAL:
+                values[key] = None
             elif default is None:  # output paths default from the job name
                 ext = ".h5" if key == "store" else ".mp4"
                 values[key] = f"renders/{name}{ext}"
             else:
                 values[key] = default
+        for s_name, key in RESOLVED:
+            if s_name == section:
+                resolved[key] = values.pop(key)
         sections[section] = _CLASSES[section](**values)
-    spec = JobSpec(**sections)
+    given = {"frames": "frames" in data.get("animation", {}), "width": "width" in data.get("view", {}),
+             **resolved}
+    try:
+        spec = complete(JobSpec(**sections), given, probe)
+    except SpecError as err:
+        raise SpecError(err.field, err.message, source) from None
     _check_tile_bytes(spec, source)
     return spec
 
@@ -430,18 +469,21 @@ def _check_tile_bytes(spec: JobSpec, source: str | None) -> None:
 
 
 def parse_text(text: str, name: str = "job", source: str | None = None,
-               base: str | os.PathLike[str] | None = None) -> JobSpec:
-    """Parse TOML text; syntax errors name the line. ``base``: see :func:`from_dict`."""
+               base: str | os.PathLike[str] | None = None,
+               probe: Callable[[str], float] | None = None) -> JobSpec:
+    """Parse TOML text; syntax errors name the line. ``base``, ``probe``: see
+    :func:`from_dict`."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise SpecError("TOML", str(err), source) from None
-    return from_dict(data, name=name, source=source, base=base)
+    return from_dict(data, name=name, source=source, base=base, probe=probe)
 
 
 def load(path: str | os.PathLike[str]) -> JobSpec:
     """Read and validate a job file; output paths default to ``renders/<stem>.*``, a
-    gradient file is read from the job file's folder."""
+    gradient file is read from the job file's folder; ``animation.duration = "audio"``
+    probes the soundtrack (ffmpeg)."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is not TOML
@@ -470,13 +512,25 @@ def _toml_value(value: Any) -> str:
 
 
 def canonical_text(spec: JobSpec) -> str:
-    """The spec with all defaults, in schema order: stable text for the store and hashing."""
+    """The spec with all defaults, in schema order: stable text for the store and hashing.
+    Keys in OMITTED_DEFAULTS are left out when they have their default; timeline keys
+    are ``[[animation.keys]]`` tables after the ``[animation]`` section."""
     lines = []
     for section in SCHEMA:
         lines.append(f"[{section}]")
+        tables = []
         for key, value in dataclasses.asdict(getattr(spec, section)).items():
+            if (section, key) in OMITTED_DEFAULTS and value == OMITTED_DEFAULTS[section, key]:
+                continue
+            if (section, key) == ("animation", "keys"):
+                tables = value
+                continue
             lines.append(f"{key} = {_toml_value(value)}")
         lines.append("")
+        for table in tables:
+            lines.append(f"[[{section}.keys]]")
+            lines += [f"{k} = {_toml_value(v)}" for k, v in table.items() if v is not None]
+            lines.append("")
     return "\n".join(lines)
 
 
@@ -487,12 +541,16 @@ PIXEL_FIELDS = ("view", "image", "animation.frames", "animation.method", "animat
 
 
 def pixel_identity(spec: JobSpec) -> dict[str, Any]:
-    """What must match for a store to be resumed with this spec."""
+    """What must match for a store to be resumed with this spec. With timeline keys,
+    ``animation.fps`` decides the frames' times, so it belongs to the pixels too."""
     out: dict[str, Any] = {}
     for name in PIXEL_FIELDS:
         section, _, key = name.partition(".")
         part = dataclasses.asdict(getattr(spec, section))
         out[name] = part[key] if key else part
+    keys = spec.animation.keys
+    out["animation.keys"] = [dataclasses.asdict(k) for k in keys]
+    out["animation.fps"] = spec.animation.fps if keys else None
     return out
 
 

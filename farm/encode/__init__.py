@@ -16,12 +16,14 @@ import os
 import re
 import subprocess
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from farm import spec as specmod
 from farm.color.methods import Style
+from farm.encode.audio import SoundtrackSink, silent_path
 from farm.encode.ffmpeg import EncodeError, VideoSettings, ffmpeg_binary, partial_path
 from farm.encode.outputs import Output, PngOutput, StillOutput, VideoOutput, png_name
 from farm.encode.segments import SegmentedSink, boundaries, segment_count
@@ -89,7 +91,7 @@ def _checked_style(color, video: str | os.PathLike[str], frames: int) -> Style:
 
 def open_video_sink(store_path: str | os.PathLike[str], color, video: VideoSettings, *,
                     progress: bool = False, colourer: Colourer | None = None,
-                    segments: int | None = None) -> FrameSink | SegmentedSink:
+                    segments: int | None = None) -> FrameSink | SegmentedSink | SoundtrackSink:
     """A sink that colours the store's frames with ``color`` (a :class:`farm.spec.Color`)
     into ``video`` (a still: a PNG, :func:`still_path`) as they complete, encoded in
     ``segments`` parts at once (default: :func:`~farm.encode.segments.segment_count`:
@@ -99,6 +101,11 @@ def open_video_sink(store_path: str | os.PathLike[str], color, video: VideoSetti
     with Store(store_path) as store:
         frames, size = store.frames, store.spec.size
     style = _checked_style(color, video.path, frames)
+    if video.audio is not None and frames > 1:  # the silent video first, the soundtrack at finish
+        silent = replace(video, path=silent_path(video.path), audio=None)
+        inner = open_video_sink(store_path, color, silent, progress=progress, colourer=colourer,
+                                segments=segments)
+        return SoundtrackSink(inner, video.path, video.audio)
     count = 1 if frames == 1 else segments or segment_count(frames, video.fps)
     if count > 1 and len(boundaries(frames, count, video.fps)) > 2:
         return SegmentedSink(store_path, video, size, style, color.smoothing, frames, count,
@@ -107,7 +114,7 @@ def open_video_sink(store_path: str | os.PathLike[str], color, video: VideoSetti
     return FrameSink(store_path, output, style, color.smoothing, progress=progress, colourer=colourer)
 
 
-def _run(sink: FrameSink | SegmentedSink, complete: Iterable[int]) -> Path:
+def _run(sink: FrameSink | SegmentedSink | SoundtrackSink, complete: Iterable[int]) -> Path:
     """Tell ``sink`` which frames are complete (all of a finished store's), wait for it."""
     try:
         for f in complete:

@@ -58,13 +58,14 @@ class VideoSettings:
     crf: int = 18
     preset: str = "faster"  # libx264 preset
     codec: str = "auto"  # auto | libx264 | h264_nvenc
+    audio: str | None = None  # a soundtrack muxed in at the end (farm/encode/audio.py)
 
     @classmethod
     def from_spec(cls, spec, path: str | os.PathLike[str] | None = None, fps: int | None = None,
                   crf: int | None = None) -> VideoSettings:
         out = spec.output
         return cls(Path(path or out.video), fps or spec.animation.fps,
-                   out.crf if crf is None else crf, out.preset, out.codec)
+                   out.crf if crf is None else crf, out.preset, out.codec, out.audio)
 
 
 def last_line(stderr: str, returncode: int | None) -> str:

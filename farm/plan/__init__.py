@@ -205,7 +205,7 @@ def _frame_precision(requested: str, k: int, log10_s: float) -> str:
 
 def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None,
               stored_video: Sequence[int] | None = None) -> Plan:
-    """Frames with log-interpolated widths, their iteration limits and formats (and,
+    """Frames with their widths (farm/plan/curve.py), iteration limits and formats (and,
     for the expmap method, the units that render them: :mod:`farm.plan.units`).
 
     ``stored`` gives (max_iter, precision) per rendered frame (or unit) as a store
@@ -228,11 +228,11 @@ def _frames(spec: JobSpec, stored: Sequence[tuple[int, str]] | None,
             stored_max_iter: Sequence[int] | None) -> list[FramePlan]:
     """The video frames: widths, spacings, iteration limits and (direct-render) formats."""
     import farm.numerics as num  # here, not above: reading a store needs no mpmath
+    from farm.plan.curve import frame_widths
 
     w_px = spec.size[0]
     frames = []
-    for k in range(spec.frames):
-        width = num.frame_width(*spec.view.width, k, spec.frames)
+    for k, width in enumerate(frame_widths(spec)):
         with num.workprec(num.WIDTH_BITS):
             spacing = width / w_px
         log10_s = num.log10(spacing)

@@ -1,0 +1,152 @@
+"""The soundtrack: ``output.audio`` (any format ffmpeg reads) muxed into the video as AAC.
+
+The video is made as always (one encoder or joined segments), but under a hidden
+silent name beside the video (:func:`silent_path`); when it is complete,
+:func:`mux` copies its video stream and encodes the track as AAC (192 kb/s) into the
+video's partial name (``.NAME.partial.mp4``), ending with the shorter of the two
+(``-shortest``), and renames it into place. So a video under its final name is
+always complete and has its sound; an interrupted or failed run leaves neither the
+silent nor the partial file.
+
+:class:`SoundtrackSink` wraps a frame sink (its ``finish`` ends with the mux);
+:func:`farm.encode.open_video_sink` hands it out when the settings name a track.
+:func:`track_seconds` decodes the track once to check it and measure it, before any
+rendering (``farm render``, ``validate``, ``resume``, ``encode``), and gives
+``animation.duration = "audio"`` its length.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from farm.encode.ffmpeg import EncodeError, ffmpeg_binary, last_line, partial_path
+from farm.errors import SpecError
+
+if TYPE_CHECKING:
+    from farm.spec import JobSpec
+
+FIELD = "output.audio"
+AAC_BITRATE = "192k"
+_TIME = re.compile(r"time=\s*(\d+):(\d\d):(\d\d(?:\.\d+)?)")
+
+
+def silent_path(video: str | os.PathLike[str]) -> Path:
+    """Where the video waits for its soundtrack: hidden, beside it."""
+    path = Path(video)
+    return path.with_name(f".{path.stem}.silent{path.suffix}")
+
+
+def track_seconds(path: str | os.PathLike[str]) -> float:
+    """The length in seconds of the first audio stream of ``path``, by decoding all of
+    it with ffmpeg (a file it cannot read is found here, not after the render).
+    SpecError naming output.audio when the file is missing, unreadable or silent."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(FIELD, f"{path} does not exist" if not p.exists() else f"{path} is not a file")
+    cmd = [ffmpeg_binary(), "-hide_banner", "-nostdin", "-i", str(p), "-map", "0:a:0", "-f", "null", "-"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise SpecError(FIELD, f"{path}: ffmpeg could not read it ({err})") from None
+    if done.returncode != 0:
+        why = last_line(done.stderr, done.returncode)
+        if "matches no streams" in done.stderr:
+            why = "it has no audio stream"
+        raise SpecError(FIELD, f"{path}: not a sound file ffmpeg can read: {why}")
+    times = _TIME.findall(done.stderr)
+    if not times:
+        raise SpecError(FIELD, f"{path}: ffmpeg decoded no sound from it")
+    h, m, s = times[-1]
+    seconds = int(h) * 3600 + int(m) * 60 + float(s)
+    if seconds <= 0:
+        raise SpecError(FIELD, f"{path}: the track is empty")
+    return seconds
+
+
+def check(spec: JobSpec) -> float | None:
+    """The soundtrack's length (None without one); SpecError before any work when it
+    cannot be used."""
+    if spec.output.audio is None:
+        return None
+    if spec.frames == 1:
+        raise SpecError(FIELD, "a one-frame job is a still (a PNG): it has no soundtrack")
+    return track_seconds(spec.output.audio)
+
+
+def mux(silent: Path, audio: str | os.PathLike[str], video: Path) -> Path:
+    """``video``: ``silent``'s video stream (copied) with ``audio`` as AAC, as long as
+    the shorter of the two; written as its partial file and renamed into place."""
+    tmp = partial_path(video)
+    cmd = [ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-nostdin", "-i", str(silent),
+           "-i", str(audio), "-map", "0:v:0", "-map", "1:a:0", "-c:v", "copy", "-c:a", "aac",
+           "-b:a", AAC_BITRATE, "-shortest", "-movflags", "+faststart", "-f", "mp4", "-y", str(tmp)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", check=False)
+        if done.returncode != 0:
+            raise EncodeError(f"ffmpeg could not add the soundtrack {audio}: "
+                              + last_line(done.stderr, done.returncode))
+        os.replace(tmp, video)
+        return video
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+class SoundtrackSink:
+    """A frame sink (:class:`~farm.encode.sink.FrameSink` or
+    :class:`~farm.encode.segments.SegmentedSink`) writing the silent video, whose
+    :meth:`finish` adds the soundtrack and puts the video at ``video``."""
+
+    def __init__(self, inner: Any, video: str | os.PathLike[str], audio: str | os.PathLike[str]):
+        self.inner = inner
+        self.video, self.audio = Path(video), audio
+
+    @property
+    def color_s(self) -> float:
+        return float(self.inner.color_s)
+
+    @property
+    def write_s(self) -> float:
+        return float(self.inner.write_s)
+
+    @property
+    def written(self) -> int:
+        return int(self.inner.written)
+
+    def frame_complete(self, f: int) -> None:
+        self.inner.frame_complete(f)
+
+    def finish(self) -> Path:
+        """Wait for the silent video, then mux the soundtrack in; raises (leaving nothing
+        behind) what went wrong."""
+        silent: Path | None = None
+        try:
+            silent = Path(self.inner.finish())
+            return mux(silent, self.audio, self.video)
+        except BaseException:
+            self.abort()
+            raise
+        finally:
+            if silent is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    silent.unlink()
+
+    def abort(self) -> None:
+        """Stop the inner sink; remove the silent and the partial video. Idempotent."""
+        self.inner.abort()
+        for path in (silent_path(self.video), partial_path(self.video)):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def __enter__(self) -> SoundtrackSink:
+        return self
+
+    def __exit__(self, kind: object, *exc: object) -> None:
+        if kind is not None:
+            self.abort()
