@@ -57,11 +57,10 @@ def load_job(args: argparse.Namespace, palette_beside: str | None = None):
         palette = (folder / f"{name}.palette.txt").absolute()
     text = locjob.job_text(location, job_options(args), source.name,
                            str(palette) if palette is not None else None)
-    job = specmod.parse_text(text, name=name, source=args.job)
-    if palette is not None:
+    if palette is not None:  # written first: the job keeps the gradient itself, as from a job file
         specmod.check_writable(palette, "color.palette")
         locjob.write_file(palette, locjob.palette_text(location, source.name))
-    return job
+    return specmod.parse_text(text, name=name, source=args.job, base=source.parent)
 
 
 def timeline_lines(spec) -> list[str]:

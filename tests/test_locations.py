@@ -183,7 +183,8 @@ def test_import_writes_job_and_palette(tmp_path):
     assert result.returncode == 0, result.stderr
     job = specmod.load(tmp_path / "seahorse.toml")
     assert job.frames == 120 and job.size == (320, 180) and job.iterations.max == "auto"
-    assert Path(job.color.palette) == tmp_path / "seahorse.palette.txt"
+    assert (tmp_path / "seahorse.palette.txt").is_file()  # the job keeps the gradient itself
+    assert job.color.palette.name == "seahorse.palette"
     assert palettes.stops(job.color.palette)[:4] == [
         (0.0, (255, 255, 255)), (0.25, (64, 0, 128)), (0.5, (0, 0, 160)), (0.75, (0, 128, 192))]
     again = farm_in(tmp_path, "import", "seahorse.kfr")
@@ -226,7 +227,8 @@ def test_render_and_validate_take_a_location(tmp_path, write_job):
     with Store(tmp_path / "s.h5") as store:
         assert store.frames == 2 and store.frame_done().all()
         assert store.spec.view.width[1] == view_width(locations.read(tmp_path / "shallow.kfr"), (32, 18))
-        assert store.spec.color.palette == str(tmp_path / "shallow.palette.txt")
+        assert store.spec.color.palette.name == "shallow.palette"  # stored with the job
+        assert store.spec.color.palette.stops == palettes.read_gradient(tmp_path / "shallow.palette.txt").stops
     job = write_job(size=(16, 16))
     result = run_farm("render", str(job), "--frames", "3")
     assert result.returncode == 2 and "--frames: only for a location file" in result.stderr
