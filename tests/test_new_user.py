@@ -114,8 +114,11 @@ def test_a_store_too_big_for_its_disk_is_refused(tmp_path):
         assert pixels / 1e6 <= float(size.group(2)) <= pixels / 1e6 + 0.5  # + bookkeeping
         assert pixels / 5e6 < float(size.group(1)) < pixels / 2e6  # compressed: an estimate
         result = run_farm("render", str(job), "--quiet")
-        one_line_error(result, EXIT_USAGE, "output.store", f"needs {size.group(1)} MB",
-                       "--ignore-free-space")
+        one_line_error(result, EXIT_USAGE, "output.store", "needs", "--ignore-free-space")
+        # render checks before max = "auto" has looked at the frames (a longer histogram
+        # adds a little), so its figure may be a hair under validate's
+        said = float(re.search(r"needs ([\d.]+) MB", result.stderr).group(1))
+        assert 0.99 * float(size.group(1)) <= said <= float(size.group(1))
         assert list(small.iterdir()) == []
 
 
