@@ -226,3 +226,40 @@ def test_changing_references_are_broadcast_and_resume_under_mpi(tmp_path, write_
     assert "farm: reference" not in resumed.stderr
     assert_same_store(store, single)
     assert_same_datasets(store, single, REFERENCE_DATASETS)
+
+
+def test_two_nodes_give_the_one_process_store(tmp_path, job_and_reference):
+    """The farm as two "nodes" on this machine (FARM_NODE, farm/schedule/transport.py):
+    the master and one worker on node a, two workers on node b; each node binds its
+    workers from its first device, all tiles reach the master's writer, and the store is
+    the one-process store bit for bit."""
+    job, single = job_and_reference
+    store = tmp_path / "nodes.h5"
+    farm = [sys.executable, "-m", "farm", "render", str(job), "--store", str(store), "--no-video",
+            "--share-devices"]
+    done = subprocess.run([MPIEXEC, "-n", "2", "-env", "FARM_NODE", "a", *farm, ":",
+                           "-n", "2", "-env", "FARM_NODE", "b", *farm],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "3 worker(s)" in done.stderr
+    assert_same_store(store, single)
+    with h5py.File(store) as f:  # tiles came from ranks of both nodes
+        ranks = set(np.unique(f["tiles/rank"][...]).tolist())
+    assert ranks & {1} and ranks & {2, 3}, ranks
+    devices = [sys.executable, "-m", "farm", "devices"]
+    seen = subprocess.run([MPIEXEC, "-n", "2", "-env", "FARM_NODE", "a", *devices, ":",
+                           "-n", "2", "-env", "FARM_NODE", "b", *devices],
+                          capture_output=True, text=True, timeout=300)
+    assert seen.returncode == 0, seen.stderr
+    text = seen.stdout + seen.stderr
+    assert "rank 1 on" in text and "/a" in text and "rank 3 on" in text and "/b" in text, text
+
+
+def test_five_ranks_sharing_one_device_give_the_one_process_store(tmp_path, job_and_reference):
+    """`mpiexec -n 5 --share-devices`: four workers on the one CPU device of a 2-core machine."""
+    job, single = job_and_reference
+    store = tmp_path / "five.h5"
+    result = mpi_farm(5, "render", str(job), "--store", str(store), "--no-video", "--quiet",
+                      "--share-devices")
+    assert result.returncode == 0, result.stderr
+    assert_same_store(store, single)

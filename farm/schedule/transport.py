@@ -182,16 +182,28 @@ def node_worker_index(comm) -> tuple[int, int, str]:
     """(index of this rank among the worker ranks of its node, the node's worker ranks,
     host name).
 
+    A node is the ranks that share memory (MPI_COMM_TYPE_SHARED), or, where the
+    environment variable FARM_NODE is set, the ranks that give it the same value (a test
+    knob: ``mpiexec -n 2 -env FARM_NODE a ... : -n 2 -env FARM_NODE b ...`` makes one
+    machine two nodes, each binding its workers to devices from its first).
+
     Collective: every rank, the master too, must call it."""
     from mpi4py import MPI
 
     rank = comm.Get_rank()
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
+    name = os.environ.get("FARM_NODE")
+    if name is not None:
+        names = comm.allgather(name)
+        node = comm.Split(sorted(set(names)).index(name), key=rank)
+        host = f"{MPI.Get_processor_name()}/{name}"
+    else:
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
+        host = MPI.Get_processor_name()
     ranks = node.allgather(rank)
     node.Free()
     workers_here = [r for r in ranks if r != 0]
     index = workers_here.index(rank) if rank != 0 else -1
-    return index, len(workers_here), MPI.Get_processor_name()
+    return index, len(workers_here), host
 
 
 def _text(data: str) -> np.ndarray:
