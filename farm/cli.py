@@ -214,6 +214,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from farm import spec as specmod
     from farm.color import Style
     from farm.plan import make_plan, structure
+    from farm.plan.reference_cost import estimate as estimate_reference
     from farm.plan.references import with_period_limits
     from farm.report import plan_info, plan_summary
 
@@ -223,6 +224,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     specmod.check_writable(job.output.video, "output.video")
     Style.from_settings(job.color)  # a gradient file that cannot be read or parsed
     device = _estimate_device(args.device)
+    cost = estimate_reference(plan)  # before the work: what the reference orbit costs
+    if cost is not None:
+        print(f"farm: {cost.text()}", file=sys.stderr)
     refs = plan.references()  # perturbed frames: their reference points (issue 14)
     plan = with_period_limits(plan, refs)  # max = "auto": a few periods of a nucleus reference
     for line in structure.check(plan, refs):  # a zoom into nothing (issue 10.5)

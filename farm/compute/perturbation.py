@@ -15,6 +15,7 @@ With samples (farm/plan/samples.py) sample k moves the pixel's offset by soff[k]
 from __future__ import annotations
 
 import cmath
+import functools
 import math
 import threading
 from collections import OrderedDict
@@ -23,8 +24,36 @@ from dataclasses import dataclass
 import farm.numerics as num
 from farm.numerics import period as per
 from farm.numerics.bla import EPS, OrbitMaps, SkipTable, empty_table, orbit_maps, skip_table_log2
+from farm.numerics.orbit import Orbit, laps
 from farm.plan import FramePlan, Plan, precision
-from farm.plan.references import References
+from farm.plan.references import Reference, References
+
+
+@dataclass(frozen=True)
+class DeviceOrbit:
+    """A reference's orbit as the kernels read it (kernels/perturb.cl): its points (a
+    Misiurewicz point's with laps of its cycle: farm/numerics/orbit.laps), where pixels
+    go on after the last point, and what their delta gains there, Z(L-1) - Z(wrap) =
+    (delta[0] + i delta[1]) 2^delta[2] (a Misiurewicz point's is 0 to its precision)."""
+
+    points: Orbit
+    wrap: int
+    delta: tuple[float, float, int]
+
+
+@functools.lru_cache(maxsize=8)
+def device_orbit(ref: Reference, iterations: int) -> DeviceOrbit:
+    """``ref``'s orbit for frames of up to ``iterations`` iterations (see DeviceOrbit)."""
+    if ref.kind == "misiurewicz":
+        return DeviceOrbit(laps(ref.points, ref.wrap, iterations), ref.wrap, (0.0, 0.0, 0))
+    last = ref.points.mant[-1]
+    return DeviceOrbit(ref.points, 0, (float(last[0]), float(last[1]), int(ref.points.exps[-1])))
+
+
+def frame_orbit(plan: Plan, refs: References, k: int) -> DeviceOrbit:
+    """Reference k's device orbit, for the largest iteration limit of its frames."""
+    iterations = max(plan.frames[i].max_iter for i, r in enumerate(refs.frame_ref) if r == k)
+    return device_orbit(refs.refs[k], iterations)
 
 
 @dataclass(frozen=True)
@@ -55,7 +84,7 @@ class MapsCache:
         with self._lock:  # (a second thread waits rather than building them again)
             key = (index, high)
             maps = self._maps.get(key)
-            if maps is None:
+            if maps is None or maps.orbit is not orbit:
                 maps = self._maps[key] = orbit_maps(orbit, high)
                 while len(self._maps) > self.KEEP:
                     self._maps.popitem(last=False)
@@ -90,9 +119,10 @@ def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bo
         # start its orbit again with large deltas, in double frames; they cost 2-3 times
         # the host time of a quadratic table, which long centre orbits would feel
         high = high_degree and ref.period > 0 and not fx
-        table = skip_table_log2(ref.orbit, log2_dc_max, eps, floatexp=fx, high=high,
+        orbit = frame_orbit(plan, refs, k).points.values
+        table = skip_table_log2(orbit, log2_dc_max, eps, floatexp=fx, high=high,
                                 log2_r_esc=math.log2(float(plan.spec.iterations.escape_radius)),
-                                maps=None if maps is None else maps.get(k, ref.orbit, high))
+                                maps=None if maps is None else maps.get(k, orbit, high))
     lam: tuple[complex, int] = (0j, 0)
     if interior and ref.period > 0 and math.isfinite(ref.log2_scale):
         e = math.floor(ref.log2_scale) + 1

@@ -25,8 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import gmpy2
-import numpy as np
 from gmpy2 import mpc, mpfr
+
+from farm.numerics import mpfr_threads
+from farm.numerics.orbit import TINY_LOG2, Orbit, Recorder, pair
 
 
 @dataclass(frozen=True)
@@ -94,119 +96,122 @@ def log2_abs(x: mpc | mpfr) -> float:
 
 
 # ---------------------------------------------------------------------- orbits
-def orbit(c: mpc, bits: int, steps: int, r2: float, progress: Callable[[int], None] | None = None
-          ) -> np.ndarray:
-    """Z(0) = 0 .. Z(L-1) of c at ``bits`` bits, each rounded to doubles: an (L, 2)
-    float64 array, L - 1 = steps, or the last n before |Z(n)|^2 > r2 when c escapes
-    sooner. ``progress(n)`` is called every 4096 steps."""
-    out = np.zeros((steps + 1, 2), dtype=np.float64)
+class GmpyOrbiter:
+    """z <- z^2 + c at ``bits`` bits with gmpy2 on this thread, one step at a time, as
+
+        x' = (x + y)(x - y) + cr        y' = 2 x y + ci
+
+    (two multiplications a step; x^2 - y^2 and 2 x y took three, 20-25% slower at 30k
+    to 100k digits, and cancel where x ~ y). ``z`` starts at 0 unless given."""
+
+    def __init__(self, c: mpc, bits: int, z: mpc | None = None):
+        self.bits = bits
+        with _prec(bits):
+            self._cr, self._ci = +c.real, +c.imag
+            self._x, self._y = (mpfr(0), mpfr(0)) if z is None else (+z.real, +z.imag)
+        self._ctx = gmpy2.context(gmpy2.get_context(), precision=bits)
+
+    def step(self) -> None:
+        x, y = self._x, self._y
+        with self._ctx:
+            self._x = (x + y) * (x - y) + self._cr
+            self._y = gmpy2.mul_2exp(x * y, 1) + self._ci
+
+    def point(self) -> tuple[float, float, int]:
+        """z as (zr, zi, e): farm/numerics/orbit.py's pair (any depth)."""
+        fx, fy = float(self._x), float(self._y)
+        if max(abs(fx), abs(fy)) >= TINY:
+            return fx, fy, 0
+        (ex, mx), (ey, my) = gmpy2.frexp(self._x), gmpy2.frexp(self._y)
+        return pair(float(mx), ex, float(my), ey)
+
+    def value(self) -> mpc:
+        with _prec(self.bits):
+            return mpc(self._x, self._y)
+
+    def save(self) -> object:
+        return self._x, self._y
+
+    def close(self) -> None:
+        pass
+
+
+TINY = 2.0**TINY_LOG2
+
+
+class ThreadedOrbiter:
+    """:class:`GmpyOrbiter` on two threads (farm/numerics/mpfr_threads.py); numbers
+    cross as exact base-16 texts."""
+
+    def __init__(self, c: mpc, bits: int, z: mpc | None = None):
+        self.bits = bits
+        start = ("0", "0") if z is None else (_hex(z.real, bits), _hex(z.imag, bits))
+        self._run = mpfr_threads.Orbiter((_hex(c.real, bits), _hex(c.imag, bits)), bits, start, 16)
+
+    def step(self) -> None:
+        self._run.step()
+
+    def point(self) -> tuple[float, float, int]:
+        return pair(*self._run.parts())
+
+    def value(self) -> mpc:
+        x, y = self._run.hex()
+        with _prec(self.bits):
+            return mpc(mpfr(x, self.bits, 16), mpfr(y, self.bits, 16))
+
+    def save(self) -> object:
+        return self.value()
+
+    def close(self) -> None:
+        self._run.close()
+
+
+def _hex(x: mpfr, bits: int) -> str:
+    """x exactly in base 16, as MPFR reads it back ("-0.1a2b@3" = -0.1a2b x 16^3)."""
     with _prec(bits):
-        cr, ci = +c.real, +c.imag
-        x = y = xx = yy = mpfr(0)
+        digits, exp, _ = (+x).digits(16)
+    if not digits.strip("-0"):
+        return "0"
+    sign = "-" if digits.startswith("-") else ""
+    return f"{sign}0.{digits.lstrip('-')}@{exp}"
+
+
+def orbiter(c: mpc, bits: int, z: mpc | None = None) -> GmpyOrbiter | ThreadedOrbiter:
+    """The fastest orbit stepper for ``bits`` here: two threads from
+    mpfr_threads.THREAD_BITS up where MPFR loads and two cores are free to run them,
+    else gmpy2 (close() it after use)."""
+    if bits >= mpfr_threads.THREAD_BITS and mpfr_threads.available():
+        return ThreadedOrbiter(c, bits, z)
+    return GmpyOrbiter(c, bits, z)
+
+
+def restart(c: mpc, bits: int, saved: object) -> GmpyOrbiter | ThreadedOrbiter:
+    """An orbiter going on from a point that ``save()`` returned."""
+    if isinstance(saved, tuple):
+        with _prec(bits):
+            return orbiter(c, bits, mpc(*saved))
+    return orbiter(c, bits, saved)
+
+
+def orbit(c: mpc, bits: int, steps: int, r2: float, progress: Callable[[int], None] | None = None
+          ) -> Orbit:
+    """Z(0) = 0 .. Z(L-1) of c at ``bits`` bits, rounded as farm/numerics/orbit.py keeps
+    them: L - 1 = steps, or the last n before |Z(n)|^2 > r2 when c escapes sooner.
+    ``progress(n)`` is called every 4096 steps."""
+    rec = Recorder()
+    run = orbiter(c, bits)
+    try:
         for n in range(1, steps + 1):
-            y = 2 * x * y + ci
-            x = xx - yy + cr
-            xx, yy = x * x, y * y
-            fx, fy = float(x), float(y)
-            if fx * fx + fy * fy > r2:
-                return out[:n]
-            out[n] = fx, fy
+            run.step()
+            zr, zi, e = run.point()
+            if not e and zr * zr + zi * zi > r2:
+                break
+            rec.add(zr, zi, e)
             if progress and n % 4096 == 0:
                 progress(n)
-    return out
-
-
-@dataclass(frozen=True)
-class Scan:
-    """What the orbit of the view centre tells (see :func:`scan`).
-
-    periods[k]   lowest n with |z_n| < radii[k] |dz_n| (0: none within the steps run)
-    escaped      the n with |z_n| > 2 where the orbit escaped (0: it did not)
-    log2_de      log2 of the exterior distance estimate 2 |z| ln|z| / |dz| at a large
-                 |z| (when escaped; the distance to the set is between a quarter of it
-                 and it), else None
-    returns      q > 0: the orbit came back to within 2^-48 of where it was q steps
-                 before, and c has an attracting q-cycle (attracting_cycle); else 0
-    steps        iterations run
-    cycle        that attracting cycle when returns > 0 (its multiplier and interior
-                 distance estimate), else None
-    """
-
-    periods: tuple[int, ...]
-    escaped: int
-    log2_de: float | None
-    returns: int
-    steps: int
-    cycle: Cycle | None = None
-
-
-RETURN_LOG2 = -48  # a return closer than 2^-48 (relative) hints at an attracting cycle
-
-
-def scan(center: Sequence[str], bits: int, log2_radii: Sequence[float], max_iter: int,
-         period_steps: int | None = None) -> Scan:
-    """Iterate the centre c with its derivative, finding for each disc radius r (given
-    as log2 r, so that depths beyond double's range work) the lowest period n with
-    |z_n| < r |dz_n|, and watching for an escape or a return (Brent's cycle finding:
-    z is compared with its value at the last power of two, in doubles). Stops at an
-    escape (its distance estimate from a second pass with the derivative), at a return,
-    or after ``max_iter`` steps, or ``period_steps`` (default the same) while some radius
-    has no period yet (callers cap both to bound the cost). A radius whose period is not
-    found by then gets 0 (an attracted orbit never comes near 0 again)."""
-    radii = list(log2_radii)
-    order = sorted(range(len(radii)), key=lambda k: -radii[k])  # widest disc first
-    periods = [0] * len(radii)
-    steps = max(max_iter, period_steps or 0)
-    tiny = 2.0 ** RETURN_LOG2
-    nxt, n = 0, 0
-    with _prec(bits):
-        c = parse(center, bits)
-        # |z| < r |dz| as |z|^2 < r^2 |dz|^2 (mpfr: any depth)
-        r2 = [gmpy2.mul_2exp(mpfr(2.0 ** (2 * radii[k] - math.floor(2 * radii[k]))),
-                             math.floor(2 * radii[k])) for k in order]
-        z = dz = saved_z = mpc(0)
-        saved, saved_at, watch = 0j, 0, True
-        pending: tuple[int, int, mpc, mpfr] | None = None  # (q, when, z then, |move|)
-        for n in range(1, steps + 1):
-            if nxt < len(order):  # the derivative, while periods are looked for
-                dz = 2 * z * dz + 1
-            z = z * z + c
-            zf = complex(z)
-            if zf.real * zf.real + zf.imag * zf.imag > 4:
-                return Scan(tuple(periods), n, _exterior_de(c, n), 0, n)
-            if nxt < len(order):
-                az2, adz2 = gmpy2.norm(z), gmpy2.norm(dz)
-                while nxt < len(order) and az2 < r2[nxt] * adz2:
-                    periods[order[nxt]] = n
-                    nxt += 1
-            elif n > max_iter:
-                break
-            if pending is not None and n == pending[1]:
-                # a return: attracted when the next period moves z less than the last
-                # (at full precision: the moves can be far below a double's resolution)
-                q, _, then, moved = pending
-                cycle = attracting_cycle(c, q, bits, z) if abs(z - then) <= moved else None
-                if cycle is not None:
-                    return Scan(tuple(periods), 0, None, q, n, cycle)
-                pending, watch = None, False  # repelling (a Misiurewicz point): scan on
-            elif watch and pending is None and abs(zf - saved) < tiny * max(abs(zf), 1.0):
-                pending = (n - saved_at, 2 * n - saved_at, z, abs(z - saved_z))
-            if n & (n - 1) == 0:  # a power of two: the next comparisons are with z_n
-                saved, saved_z, saved_at = zf, z, n
-    return Scan(tuple(periods), 0, None, 0, min(n, steps))
-
-
-def _exterior_de(c: mpc, escaped: int) -> float:
-    """log2 of 2 |z| ln|z| / |dz| of c's orbit once |z| > 2^16, past its escape at
-    ``escaped`` (iterated again from 0, with the derivative)."""
-    z = dz = mpc(0)
-    for n in range(escaped + 64):
-        if n >= escaped and log2_abs(z) > 16:
-            break
-        dz = 2 * z * dz + 1
-        z = z * z + c
-    lz = log2_abs(z)
-    return 1 + math.log2(lz) + math.log2(math.log(2)) + lz - log2_abs(dz)
+    finally:
+        run.close()
+    return rec.orbit()
 
 
 # ---------------------------------------------------------------------- nuclei
@@ -236,6 +241,33 @@ def nucleus(guess: mpc, period: int, bits: int, max_steps: int = 64) -> mpc | No
             if slope == 0 or not gmpy2.is_finite(slope.real) or not gmpy2.is_finite(slope.imag):
                 return None
             step = 1 / slope
+            c = c - step
+            if abs(step) <= tol * max(abs(c), mpfr(1)):
+                return c
+    return None
+
+
+def misiurewicz(guess: mpc, preperiod: int, period: int, bits: int, max_steps: int = 64
+                ) -> mpc | None:
+    """A Misiurewicz point c, z_{k+p}(c) = z_k(c) for k = ``preperiod`` and p =
+    ``period``, that Newton's method reaches from ``guess`` (c <- c - g / g' with g =
+    z_{k+p} - z_k), to ``bits`` bits, or None when it does not converge. Points of a
+    lower preperiod (and nuclei of periods dividing p) are roots too: the caller checks
+    the orbit it gets (farm/numerics/orbit.first_repeat)."""
+    with _prec(bits):
+        c = +guess
+        tol = mpfr(2) ** (-bits + 8)
+        for _ in range(max_steps):
+            z = dz = zk = dzk = mpc(0)
+            for n in range(1, preperiod + period + 1):
+                dz = 2 * z * dz + 1
+                z = z * z + c
+                if n == preperiod:
+                    zk, dzk = z, dz
+            slope = dz - dzk
+            if slope == 0 or not gmpy2.is_finite(slope.real) or not gmpy2.is_finite(slope.imag):
+                return None
+            step = (z - zk) / slope
             c = c - step
             if abs(step) <= tol * max(abs(c), mpfr(1)):
                 return c
@@ -308,3 +340,10 @@ def attracting_cycle(c: mpc, period: int, bits: int, start: mpc | None = None,
             return Cycle(float(lam), math.inf)
         de = (1 - lam * lam) / denom
         return Cycle(float(lam), log2_abs(de))
+
+
+def scan(*args, **kwargs):
+    """The centre's scan: farm/numerics/scan.py (kept here for its callers)."""
+    from farm.numerics.scan import scan as run
+
+    return run(*args, **kwargs)
