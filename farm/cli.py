@@ -152,7 +152,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload", choices=("small", "standard"),
                    help="small (CPU) or standard (GPU); default by device type")
     p.add_argument("--json", action="store_true")
+    _add_find_parser(sub)
     return parser
+
+
+def _add_find_parser(sub) -> None:
+    p = sub.add_parser("find", help="find a deep target near a point and write a job that zooms there",
+                       description="From a point near the boundary of the set, find a minibrot "
+                       "whose width is about --depth (Misiurewicz points lead down to it), or a "
+                       "Misiurewicz point (--misiurewicz), or follow a chain of embedded Julia "
+                       "sets (--chain), to as many digits as the depth needs, and write a job "
+                       "file that zooms there (to stdout without --out).")
+    p.add_argument("re", metavar="RE", help="real part of the start, a decimal string")
+    p.add_argument("im", metavar="IM", help="imaginary part of the start")
+    p.add_argument("--depth", required=True, metavar="W",
+                   help="width of the zoom's last frame, e.g. 1e-10000")
+    p.add_argument("--view", default="0.01", metavar="W",
+                   help="width around the start that holds some of the set's boundary (default 0.01)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--misiurewicz", action="store_true",
+                   help="a Misiurewicz point (its reference orbit is short at any depth)")
+    g.add_argument("--chain", action="store_true",
+                   help="minibrots on the embedded Julia set of the one before, as Kalles "
+                   "Fraktaler's Newton zoom (periods grow fast: practical to about 1e-2000)")
+    p.add_argument("--out", metavar="JOB.toml", help="job file to write (not overwritten)")
+    p.add_argument("--from-width", default="4", metavar="W", help="the first frame's width (default 4)")
+    p.add_argument("--size", default="1920x1080", metavar="WxH", help="image size (default 1920x1080)")
+    p.add_argument("--frames", type=int, default=600, help="frames of the zoom (default 600)")
+    p.add_argument("--fps", type=int, default=30, help="frames per second (default 30)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def cmd_find(args: argparse.Namespace) -> int:
+    from farm.find import run
+
+    return run(args)
 
 
 def _render_options(args: argparse.Namespace):
@@ -350,5 +384,5 @@ def cmd_bench(args: argparse.Namespace) -> int:
 COMMANDS = {
     "render": cmd_render, "resume": cmd_resume, "status": cmd_status, "frames": cmd_frames,
     "encode": cmd_encode, "validate": cmd_validate, "devices": cmd_devices, "bench": cmd_bench,
-    "export": cmd_export,
+    "export": cmd_export, "find": cmd_find,
 }

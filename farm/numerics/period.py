@@ -20,6 +20,7 @@ Notation: f_c(z) = z^2 + c, z_0 = 0, z_n = f_c^n(0); ``dz_n`` = d z_n / d c.
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ import gmpy2
 from gmpy2 import mpc, mpfr
 
 from farm.numerics import mpfr_threads
-from farm.numerics.orbit import TINY_LOG2, Orbit, Recorder, pair
+from farm.numerics.orbit import TINY_LOG2, Derivative, Orbit, Recorder, pair
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,14 @@ def offset_in(center: Sequence[str], ref: Point, unit_mantissa: float, unit_exp:
         diff = parse(center, bits + 64) - ref.value()
         u = mpfr(unit_mantissa) * mpfr(2) ** unit_exp
         return float(diff.real / u), float(diff.imag / u)
+
+
+def moved(center: Sequence[str], dx: float, dy: float, exp: int, bits: int) -> tuple[str, str]:
+    """centre + (dx + i dy) 2^exp at ``bits`` bits, as decimal strings (any depth)."""
+    with _prec(bits):
+        step = mpc(gmpy2.mul_2exp(mpfr(dx), exp), gmpy2.mul_2exp(mpfr(dy), exp))
+        p = point(parse(center, bits) + step, bits)
+    return p.re, p.im
 
 
 def log2_distance(a: Point, center: Sequence[str]) -> float:
@@ -214,14 +223,43 @@ def orbit(c: mpc, bits: int, steps: int, r2: float, progress: Callable[[int], No
     return rec.orbit()
 
 
+def preperiodic_orbit(c: mpc, period: int, bits: int, steps: int) -> tuple[Orbit, int] | None:
+    """(Z(0) .. Z(k + q), k) for a Misiurewicz point c whose cycle has period q =
+    ``period``: k is its preperiod, the least k with z_{k+q} = z_k to c's precision
+    (|z_{k+q} - z_k| <= 2^(24 - bits) |dz_{k+q}|: a Newton root at ``bits`` bits is
+    that close, a point of lower preperiod 2^(-view) |dz| away, 2^70 farther); at full
+    precision, since a point near one of lower preperiod shadows its cycle for long
+    within a double's resolution. None when the orbit escapes or does not repeat
+    within ``steps``."""
+    run, rec, dz = orbiter(c, bits), Recorder(), Derivative()
+    ring: collections.deque = collections.deque(maxlen=period + 1)
+    ring.append(mpc(0))
+    try:
+        for n in range(1, steps + 1):
+            dz.step(rec.re[n - 1], rec.im[n - 1], rec.ex[n - 1])
+            run.step()
+            zr, zi, e = run.point()
+            if not e and zr * zr + zi * zi > 4:
+                return None
+            rec.add(zr, zi, e)
+            ring.append(run.value())
+            if n >= period and log2_abs(ring[-1] - ring[0]) <= 24 - bits + dz.log2_abs:
+                return rec.orbit(), n - period
+    finally:
+        run.close()
+    return None
+
+
 # ---------------------------------------------------------------------- nuclei
-def nucleus(guess: mpc, period: int, bits: int, max_steps: int = 64) -> mpc | None:
+def nucleus(guess: mpc, period: int, bits: int, max_steps: int = 64, divide: bool = True
+            ) -> mpc | None:
     """A nucleus of exact period ``period`` (z_p(c) = 0, z_k(c) != 0 for k < p) that
     Newton's method reaches from ``guess``, to ``bits`` bits, or None when it does not
     converge. Roots of lower periods k | p are divided out (Newton runs on
     z_p / prod z_k), so that a satellite of period p next to a nucleus of period k
-    is found, not that nucleus."""
-    divisors = {k for k in range(1, period) if period % k == 0}
+    is found, not that nucleus; ``divide`` False runs plain Newton on z_p (a root of
+    any period dividing p: lowest_return tells which)."""
+    divisors = {k for k in range(1, period) if period % k == 0} if divide else set()
     with _prec(bits):
         c = +guess
         tol = mpfr(2) ** (-bits + 8)
@@ -247,13 +285,15 @@ def nucleus(guess: mpc, period: int, bits: int, max_steps: int = 64) -> mpc | No
     return None
 
 
-def misiurewicz(guess: mpc, preperiod: int, period: int, bits: int, max_steps: int = 64
-                ) -> mpc | None:
+def misiurewicz(guess: mpc, preperiod: int, period: int, bits: int, max_steps: int = 64,
+                other_than: mpc | None = None) -> mpc | None:
     """A Misiurewicz point c, z_{k+p}(c) = z_k(c) for k = ``preperiod`` and p =
     ``period``, that Newton's method reaches from ``guess`` (c <- c - g / g' with g =
     z_{k+p} - z_k), to ``bits`` bits, or None when it does not converge. Points of a
     lower preperiod (and nuclei of periods dividing p) are roots too: the caller checks
-    the orbit it gets (farm/numerics/orbit.first_repeat)."""
+    the orbit it gets (farm/numerics/orbit.first_repeat). ``other_than``: a root to
+    divide out (Newton on g / (c - r): deflation), so that Newton started near a
+    known point finds another."""
     with _prec(bits):
         c = +guess
         tol = mpfr(2) ** (-bits + 8)
@@ -264,10 +304,12 @@ def misiurewicz(guess: mpc, preperiod: int, period: int, bits: int, max_steps: i
                 z = z * z + c
                 if n == preperiod:
                     zk, dzk = z, dz
-            slope = dz - dzk
+            g, slope = z - zk, dz - dzk
+            if other_than is not None:
+                slope = slope - g / (c - other_than)  # (g / (c - r))' (c - r)
             if slope == 0 or not gmpy2.is_finite(slope.real) or not gmpy2.is_finite(slope.imag):
                 return None
-            step = (z - zk) / slope
+            step = g / slope
             c = c - step
             if abs(step) <= tol * max(abs(c), mpfr(1)):
                 return c

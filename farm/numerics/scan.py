@@ -17,12 +17,18 @@ Notation as in period.py: z_n = f_c^n(0), dz_n = d z_n / dc.
 * Attracting cycles: Brent's cycle finding on z in doubles (z compared with its value
   at the last power of two); a return that moves less than the lap before is checked
   by Newton's method at full precision (period.attracting_cycle).
-* Repelling cycles: the first n at which z_n lands within 2^-40 of an earlier z_m on a
-  cycle whose multiplier exceeds 1 (orbit.Repeats): c is at or near the Misiurewicz
-  point of preperiod m and period n - m. The scan then stops (with ``repeats``) and
-  estimates Newton's step from c to that point, log2 |(z_n - z_m) / (dz_n - dz_m)|:
-  z_m is recomputed at full precision from the nearest saved point (one is kept every
-  ``interval`` steps, at most CHECKPOINTS of them), dz from the rounded orbit.
+* Repelling cycles (with ``repeats``): an n at which z_n lands within 2^-40 of an
+  earlier z_m on a cycle whose multiplier exceeds 1 (orbit.Repeats): c is at or near
+  the Misiurewicz point of preperiod m and period q = n - m. Newton's step from c to
+  that point, log2 |(z_{m+q} - z_m) / (dz_{m+q} - dz_m)|, tells which: z_m and z_{m+q}
+  are recomputed at full precision from the nearest saved point (one is kept every
+  ``interval`` steps, at most CHECKPOINTS of them), dz comes from the rounded orbit.
+  A step at most 2^log2_exact (the caller's: below its pixels) means c is the point
+  (a centre that `farm find` wrote), and the scan stops. A larger one is a candidate:
+  c is near that point, and its orbit shadows the point's cycle (within a double's
+  resolution) until |c - point| |dz| grows past 2^-40; the scan goes on past it, for
+  a point of higher preperiod that c may be exactly, and otherwise ends with the
+  first candidate.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from farm.numerics import period as per
 from farm.numerics.orbit import Derivative, Orbit, Recorder, Repeats
 
 RETURN_LOG2 = -48  # a return closer than 2^-48 (relative) hints at an attracting cycle
+RETURN_QUIET = -36  # after a repeat that is not exact: none looked at while |dz| < 2^-36 / step
 CHECKPOINTS = 64  # full-precision points kept for recomputing z_m (memory: 64 x 2 numbers)
 
 
@@ -71,15 +78,17 @@ class Scan:
 
 
 def scan(center: Sequence[str], bits: int, log2_radii: Sequence[float], max_iter: int,
-         period_steps: int | None = None, repeats: bool = False) -> Scan:
+         period_steps: int | None = None, repeats: bool = False,
+         log2_exact: float = -math.inf) -> Scan:
     """Iterate the centre c, finding for each disc radius r (given as log2 r, so that
     depths beyond double's range work) the lowest period n with |z_n| < r |dz_n|, and
     watching for an escape or an attracting cycle (and, with ``repeats``, a repelling
-    one). Stops at an escape, an attracting cycle, a repeat, after ``max_iter`` steps,
-    or ``period_steps`` (default the same) while some radius has no period yet
+    one: c is a Misiurewicz point when Newton's step to it is at most 2^log2_exact).
+    Stops at an escape, an attracting cycle, an exact repeat, after ``max_iter``
+    steps, or ``period_steps`` (default the same) while some radius has no period yet
     (callers cap both to bound the cost). A radius whose period is not found by then
     gets 0 (an attracted orbit never comes near 0 again)."""
-    state = _State(center, bits, log2_radii, repeats)
+    state = _State(center, bits, log2_radii, repeats, log2_exact)
     steps = max(max_iter, period_steps or 0)
     try:
         for n in range(1, steps + 1):
@@ -97,7 +106,7 @@ class _State:
     """The scan's loop state (see :func:`scan`); ``step`` returns a Scan when it ends."""
 
     def __init__(self, center: Sequence[str], bits: int, log2_radii: Sequence[float],
-                 repeats: bool):
+                 repeats: bool, log2_exact: float):
         self.bits = bits
         self.c = per.parse(center, bits)
         self.run = per.orbiter(self.c, bits)
@@ -108,6 +117,9 @@ class _State:
         self.periods = [0] * len(self.radii)
         self.nxt = 0
         self.repeats = Repeats(self.rec) if repeats else None
+        self.log2_exact = log2_exact
+        self.candidate: tuple[int, int, float] | None = None  # (m, q, log2 Newton step)
+        self.quiet = -math.inf  # repeats are not looked at while log2 |dz| is below this
         self.interval = 1024
         self.saved_points: dict[int, object] = {0: self.run.save()}
         self.n = 0
@@ -125,7 +137,9 @@ class _State:
         self.run.step()
         zr, zi, ze = self.run.point()
         if not ze and zr * zr + zi * zi > 4:
+            m, q, log2_step = self.candidate or (0, 0, math.inf)
             return Scan(tuple(self.periods), n, self._exterior_de(complex(zr, zi)), 0, n,
+                        repeat=(m, q) if self.candidate else None, log2_newton=log2_step,
                         orbit=rec.orbit())
         rec.add(zr, zi, ze)
         self.n = n
@@ -135,8 +149,13 @@ class _State:
             if n % self.interval == 0:
                 self._checkpoint(n)
             hit = self.repeats.see(n)
-            if hit is not None:
-                return self._repeat(n, hit)
+            if hit is not None and self.dz.log2_abs >= self.quiet:
+                m, q = hit
+                log2_step = self._newton_step(m, q)
+                if log2_step <= self.log2_exact:
+                    return self.result(n, repeat=hit, log2_newton=log2_step)
+                self.candidate = self.candidate or (m, q, log2_step)
+                self.quiet = RETURN_QUIET - log2_step  # while the orbit shadows its cycle
         return self._brent(n, complex(zr, zi), ze)
 
     def _periods(self, n: int) -> None:
@@ -168,6 +187,8 @@ class _State:
 
     def result(self, n: int, returns: int = 0, cycle: per.Cycle | None = None,
                repeat: tuple[int, int] | None = None, log2_newton: float = math.inf) -> Scan:
+        if repeat is None and returns == 0 and self.candidate is not None:
+            repeat, log2_newton = self.candidate[:2], self.candidate[2]
         return Scan(tuple(self.periods), 0, None, returns, n, cycle, repeat, log2_newton,
                     self.rec.orbit())
 
@@ -191,28 +212,26 @@ class _State:
             self.interval *= 2
             self.saved_points = {k: v for k, v in self.saved_points.items() if k % self.interval == 0}
 
-    def _repeat(self, n: int, hit: tuple[int, int]) -> Scan:
-        """The scan's end at a repelling cycle: Newton's step from c to the Misiurewicz
-        point of g(c) = z_n - z_{n-q}, |g / g'| (see the module docstring)."""
-        m, q = hit
-        at = n - q
-        start = max(k for k in self.saved_points if k <= at)
+    def _newton_step(self, m: int, q: int) -> float:
+        """log2 |g / g'| for g = z_{m+q} - z_m at c: Newton's step from c to the
+        Misiurewicz point of preperiod m and period q (see the module docstring)."""
+        start = max(k for k in self.saved_points if k <= m)
         again = per.restart(self.c, self.bits, self.saved_points[start])
         try:
-            for _ in range(at - start):
+            for _ in range(m - start):
                 again.step()
-            delta = self.run.value() - again.value()
+            zm = again.value()
+            for _ in range(q):
+                again.step()
+            delta = again.value() - zm
         finally:
             again.close()
-        dz = Derivative()
-        before = (0j, 0)
-        for k in range(n):  # dz_{k+1} from z_k
-            if k == at:
+        dz, before = Derivative(), (0j, 0)
+        for k in range(m + q):  # dz_{k+1} from z_k
+            if k == m:
                 before = dz.value()
             dz.step(self.rec.re[k], self.rec.im[k], self.rec.ex[k])
         (a, ea), (b, eb) = dz.value(), before
         top = max(ea, eb)
         slope = a * math.ldexp(1.0, ea - top) - b * math.ldexp(1.0, eb - top)
-        log2_step = per.log2_abs(delta) - (math.log2(abs(slope)) + top) if slope else math.inf
-        return self.result(n, repeat=(m, q), log2_newton=log2_step)
-
+        return per.log2_abs(delta) - (math.log2(abs(slope)) + top) if slope else math.inf

@@ -43,11 +43,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from farm.numerics import period as per
-from farm.numerics.orbit import Orbit, first_repeat
+from farm.numerics.orbit import Orbit
 from farm.numerics.scan import Scan
 
 NUCLEUS_REACH = 4.0  # a nucleus serves a frame when it is within this many disc radii
 MISIUREWICZ = True  # a Misiurewicz point at or near the centre serves the frames it reaches
+EXACT_BELOW_PIXEL = 64  # the centre is the point when Newton's step is 2^-64 of a pixel or less
 # (False: nuclei for every frame, as before; tests and comparisons)
 REUSE_PERIODS = 4  # ... and its period at most this many times the frame's own
 
@@ -165,9 +166,12 @@ def select(plan, progress: Callable[[str], None] | None = None) -> References | 
         return References((centre,), tuple(0 if f.precision == "perturb" else -1 for f in plan.frames))
     radii = [_log2_radius(plan, f) for f in frames]
     steps, period_steps = _scan_steps(max_iter, bits)
-    scan = per.scan(center, bits, radii, steps, period_steps, repeats=MISIUREWICZ)
+    exact = min(f.log10_spacing for f in frames) * math.log2(10) - EXACT_BELOW_PIXEL
+    scan = per.scan(center, bits, radii, steps, period_steps, repeats=MISIUREWICZ, log2_exact=exact)
     chosen: list[tuple[Reference | None, list[int]]] = []
-    if scan.repeat is not None and MISIUREWICZ:  # a Misiurewicz point at (or near) the centre
+    reach = max(radii) + math.log2(NUCLEUS_REACH)
+    if scan.repeat is not None and MISIUREWICZ and scan.log2_newton <= reach + 1:
+        # a Misiurewicz point at (or near enough) the centre
         misi = misiurewicz_reference(plan, frames, scan, bits, say)
         dist = -math.inf if misi is None else per.log2_distance(misi.point, center)
         near = [k for k, r in enumerate(radii) if misi is not None and dist <= r + math.log2(NUCLEUS_REACH)]
@@ -206,18 +210,17 @@ def misiurewicz_reference(plan, frames, scan: Scan, bits: int,
     k, q = scan.repeat
     center = plan.spec.view.center
     log2_spacing = min(f.log10_spacing for f in frames) * math.log2(10)
-    if scan.log2_newton <= log2_spacing - 64 and len(scan.orbit) > k + q:
+    if scan.log2_newton <= log2_spacing - EXACT_BELOW_PIXEL and len(scan.orbit) > k + q:
         c, points = per.parse(center, bits), scan.orbit.head(k + q + 1)
     else:
         say(f"reference: Newton's method to the Misiurewicz point of preperiod {k}, period {q}")
         found = per.misiurewicz(per.parse(center, bits), k, q, bits)
         if found is None:
             return None
-        c, points = found, per.orbit(found, bits, k + q, _r2(plan))
-        first = first_repeat(points, q) if len(points) == k + q + 1 else None
-        if first is None or first < 2:
+        got = per.preperiodic_orbit(found, q, bits, k + q)  # its preperiod at full precision
+        if got is None or got[1] < 2:
             return None
-        k, points = first, points.head(first + q + 1)
+        c, (points, k) = found, got
     return Reference(per.point(c, bits), 0, points, "misiurewicz", wrap=k)
 
 
