@@ -175,6 +175,10 @@ def _add_find_parser(sub) -> None:
     g.add_argument("--chain", action="store_true",
                    help="minibrots on the embedded Julia set of the one before, as Kalles "
                    "Fraktaler's Newton zoom (periods grow fast: practical to about 1e-2000)")
+    p.add_argument("--structure", metavar="W",
+                   help="with --misiurewicz: follow Misiurewicz points down to width W only "
+                   "(below, the zoom is self-similar and the reference orbit shorter); the "
+                   "point still has the digits --depth needs")
     p.add_argument("--out", metavar="JOB.toml", help="job file to write (not overwritten)")
     p.add_argument("--from-width", default="4", metavar="W", help="the first frame's width (default 4)")
     p.add_argument("--size", default="1920x1080", metavar="WxH", help="image size (default 1920x1080)")

@@ -269,18 +269,30 @@ def _preperiods(center: tuple[str, str], log2_view: float) -> list[int]:
 
 
 def find(start: tuple[str, str], log2_view: float, log2_depth: float, chained: bool = False,
-         misi: bool = False, say: Callable[[str], None] = lambda text: None) -> Target:
+         misi: bool = False, say: Callable[[str], None] = lambda text: None,
+         log2_structure: float | None = None) -> Target:
     """The target of ``farm find`` (see the module docstring): a minibrot at about the
     depth (Misiurewicz points down to it first when it is deeper than the view), its
-    Julia-set chain (``chained``), or a Misiurewicz point at the depth (``misi``)."""
+    Julia-set chain (``chained``), or a Misiurewicz point at the depth (``misi``):
+    followed down to 2^log2_structure (default the depth; below, a zoom into it is
+    self-similar, and its reference shorter) and given to the depth's digits."""
     if chained:
         stages = chain(start, log2_view, log2_depth, say)
         last = stages[-1]
         return Target("minibrot", last.center, last.period, 0, last.log2_width, tuple(stages))
     deep = log2_depth < log2_view - 8
     if misi:
-        found = descend(start, log2_view, log2_depth, say) if deep else misiurewicz(start, log2_view, say)
-        return Target("misiurewicz", found[0], found[2], found[1])
+        down = log2_depth if log2_structure is None else max(log2_structure, log2_depth)
+        center, k, q = (descend(start, log2_view, down, say) if down < log2_view - 8
+                        else misiurewicz(start, log2_view, say))
+        if down > log2_depth:  # to the depth's digits: Newton from the point found
+            bits = bits_for(log2_depth)
+            c = per.misiurewicz(per.parse(center, bits), k, q, bits)
+            got = None if c is None else per.preperiodic_orbit(c, q, bits, k + q)
+            if c is None or got is None or got[1] != k:
+                raise UsageError(f"the Misiurewicz point did not converge at {bits} bits")
+            center = (point := per.point(c, bits)).re, point.im
+        return Target("misiurewicz", center, q, k)
     if not deep:
         stage = minibrot(start, log2_view, say)
         return Target("minibrot", stage.center, stage.period, 0, stage.log2_width, (stage,))
@@ -401,7 +413,12 @@ def run(args) -> int:
         if not out.parent.is_dir():
             raise UsageError(f"--out: the directory {out.parent} does not exist")
     say = (lambda text: None) if args.quiet else (lambda text: print(f"farm: {text}", file=sys.stderr))
-    target = find(start, _log2(view), _log2(depth), args.chain, args.misiurewicz, say)
+    structure = None
+    if args.structure is not None:
+        if not args.misiurewicz:
+            raise UsageError("--structure: only with --misiurewicz")
+        structure = _log2(_number(args.structure, "--structure"))
+    target = find(start, _log2(view), _log2(depth), args.chain, args.misiurewicz, say, structure)
     name = out.stem if out is not None else "find"
     last = args.depth.strip()
     text = job_text(target, args.from_width.strip() if args.frames > 1 else last, last, size,

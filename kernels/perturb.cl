@@ -733,8 +733,9 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
                               &w, s);
             n += len ? len - 1 : 0; /* iterations n .. n + len - 1 are done */
         }
-        if (!len && !Ze) {
-            /* d <- (2 Z + d) d + dc, with 2 Z + d in doubles: |d| is then tiny or O(1) */
+        if (!len && !Ze && m) {
+            /* d <- (2 Z + d) d + dc, with 2 Z + d in doubles: |d| is then far below |Z|
+             * (its double may underflow: 2 Z alone) or O(1) */
             const double2 dd = fx_to_double(d);
 #ifdef DISTANCE
             /* w <- 2 z w + s, z = Z + d before the step */
@@ -745,7 +746,9 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
             d = fx_add(fx_norm(cmul(a, d.m), d.e), dc);
             len = 1;
         } else if (!len) {
-            /* Z(m) below double's range (the orbit passes near 0): the step in floatexp */
+            /* Z(m) below double's range (the orbit passes near 0), or Z(0) = 0 (after a
+             * wrap or a rebase: d <- d^2 + dc, where d below 1e-308 still has a square as
+             * large as dc near a minibrot deeper than 1e-616): the step in floatexp */
             const fx2 Zf = fx_norm(Zm, Ze);
 #ifdef DISTANCE
             w = fx_add(fx_twice(fx_mul(fx_add(Zf, d), w)), s);

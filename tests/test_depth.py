@@ -56,3 +56,24 @@ def test_floatexp_steps_where_the_orbit_is_tiny(cl_device, monkeypatch):
     assert refs is not None and (refs.refs[0].points.exps != 0).mean() > 0.5  # "tiny" points
     got = render_frame(cl_device, plan, references=refs)[0]
     compare_counts(got, want, min_equal=0.99)
+
+
+def test_counts_near_a_minibrot_at_1e_1000(cl_device):
+    """A frame about 20 times as wide as a minibrot at 1e-1000 that `farm find` found
+    (period 1972): its nucleus is the reference, and at the wrap a pixel's delta from
+    Z(0) = 0 is about 1e-500, below double's range, while its square is as large as dc.
+    The floatexp kernel stepped that delta in doubles (2 Z + d with Z = 0 underflowed
+    to 0, so d <- dc) and every pixel came out interior; now the counts match MPFR's."""
+    from farm.find import find
+
+    target = find(("-1.7687", "0.0017"), -6.6, -1000 * 3.321928094887362)
+    assert target.kind == "minibrot" and target.period > 1000
+    size, max_iter, width = (16, 9), 40_000, "1e-1000"
+    plan = make_plan(make_spec(size=size, center=target.center, width=(width, width),
+                               max_iter=max_iter, tile=(16, 16), precision="auto"))
+    refs = plan.references()
+    assert refs is not None and refs.refs[0].kind == "nucleus"
+    want = deep_counts(target.center, width, size, max_iter)
+    assert (want > 0).mean() > 0.9 and len(set(want.ravel().tolist())) > 5
+    got = render_frame(cl_device, plan, references=refs)[0]
+    compare_counts(got, want, min_equal=0.99)

@@ -52,7 +52,8 @@ class ReferenceCost:
         return 2 * (CHECKPOINTS + 8) * (self.bits // 8 + 16)
 
     def text(self) -> str:
-        return (f"reference orbit: at most {self.steps} steps at {self.bits} bits, about "
+        return (f"reference orbit: at most {self.steps} steps at {self.bits} bits (a Misiurewicz "
+                f"point or a nucleus at the centre: its preperiod and period), at most "
                 f"{_duration(self.seconds)} here ({self.step_seconds * 1e3:.3g} ms a step, "
                 f"{self.threads} thread{'s' if self.threads > 1 else ''}), plus Newton's method "
                 f"for nuclei; {_size(self.point_bytes)} to keep its points, "

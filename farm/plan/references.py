@@ -377,8 +377,8 @@ def describe(refs: References, plan, most: int = 8) -> list[str]:
                      f"{_e(dist)} from the centre ({_e(share)} of frame {last.index}'s width)")
             what = f"nucleus of period {ref.period}, {where}"
         elif ref.kind == "misiurewicz":
-            dist = per.log2_distance(ref.point, center)
-            where = "at the centre" if dist == -math.inf else f"{_e(dist)} from the centre"
+            dist = per.log2_distance(ref.point, center)  # (the centre rounded to the point's bits: at it)
+            where = "at the centre" if dist < 8 - ref.point.bits else f"{_e(dist)} from the centre"
             what = (f"Misiurewicz point of preperiod {ref.wrap}, period "
                     f"{len(ref.points) - 1 - ref.wrap}, {where}")
         else:
