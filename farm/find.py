@@ -291,7 +291,8 @@ def find(start: tuple[str, str], log2_view: float, log2_depth: float, chained: b
             got = None if c is None else per.preperiodic_orbit(c, q, bits, k + q)
             if c is None or got is None or got[1] != k:
                 raise UsageError(f"the Misiurewicz point did not converge at {bits} bits")
-            center = (point := per.point(c, bits)).re, point.im
+            exact = per.point(c, bits)
+            center = exact.re, exact.im
         return Target("misiurewicz", center, q, k)
     if not deep:
         stage = minibrot(start, log2_view, say)
@@ -305,9 +306,9 @@ def find(start: tuple[str, str], log2_view: float, log2_depth: float, chained: b
     best = None
     for _ in range(2 * MINIBROT_TRIES):
         offset = CHAIN_OFFSET * 2.0 ** (half - math.floor(half))
-        point = per.moved(near, offset * math.cos(CHAIN_ANGLE), offset * math.sin(CHAIN_ANGLE),
+        moved = per.moved(near, offset * math.cos(CHAIN_ANGLE), offset * math.sin(CHAIN_ANGLE),
                           math.floor(half), bits_for(log2_depth))
-        stage = minibrot(point, half, say)
+        stage = minibrot(moved, half, say)
         gap = log2_depth - stage.log2_width  # wanted: 2^1 to 2^6 narrower than the depth
         if best is None or abs(gap - 3.5) < abs(best[0] - 3.5):
             best = (gap, stage)
