@@ -141,3 +141,18 @@ def test_two_threads_give_the_same_orbit():
         again.close()
     finally:
         two.close()
+
+
+@pytest.mark.skipif(not mpfr_threads.available(), reason="needs MPFR and two cores")
+def test_newton_on_two_threads():
+    """Newton's method at 70,000 bits runs z and dz on two threads (six products a step,
+    three each): it lands on the period-3 nucleus (mpmath's root of c^3 + 2c^2 + c + 1)
+    and on c = i from 1e-5 off it, to 2^-69000."""
+    bits = 70_000
+    c = per.nucleus(per.parse(("-1.75", "0.001"), bits), 3, bits)
+    assert c is not None and per.lowest_return(c, 3, bits) == 3
+    with mpmath.workprec(bits):
+        root = mpmath.findroot(lambda x: x**3 + 2 * x**2 + x + 1, mpmath.mpf("-1.7549"))
+        assert abs(mpmath.mpc(str(c.real), str(c.imag)) - root) < mpmath.mpf(2) ** -69000
+    m = per.misiurewicz(per.parse(("0.00001", "1.00001"), bits), 2, 2, bits)
+    assert m is not None and per.log2_abs(m - per.parse(("0", "1"), bits)) < -69000

@@ -184,6 +184,7 @@ def first_repeat(orbit: Orbit, period: int) -> int | None:
 
 
 CELL_LOG2 = -20  # grid cells of 2^-20 in which orbit points are filed
+WALK_BACK = 16  # steps a repeat seen late is moved back at most
 
 
 class Repeats:
@@ -202,23 +203,28 @@ class Repeats:
         self.cells: dict[tuple[int, int], int] = {}
         self.scale = 2.0 ** -CELL_LOG2
         self.on = True
+        self.logs = [0.0]  # sum of log2 |2 z(j)| over j < n: multipliers in O(1)
 
-    def see(self, n: int) -> tuple[int, int] | None:
-        """Point n (already recorded); returns (preperiod m, period q) at a repeat."""
+    def see(self, n: int, look: bool = True) -> tuple[int, int] | None:
+        """Point n (already recorded, and n - 1 seen); returns (preperiod m, period q)
+        at a repeat. ``look`` False files the point only (the caller knows the orbit
+        shadows a cycle it has seen)."""
         rec = self.rec
+        self.logs.append(self.logs[-1] + 1 + rec.log2_abs(n - 1) if n > 1 else 0.0)
         if not self.on or rec.ex[n]:  # below double's range: not filed (no cycle passes there)
             return None
         key = (math.floor(rec.re[n] * self.scale), math.floor(rec.im[n] * self.scale))
         m = self.cells.get(key)
         self.cells[key] = n
-        if m is None or m < 2 or not self._near(m, n):
+        if not look or m is None or m < 2 or not self._near(m, n):
             return None
         q = n - m
-        log2_lam = q + sum(rec.log2_abs(j) for j in range(m, n))
-        if not log2_lam > 0:
+        if not self.logs[n] - self.logs[m] > 0:  # log2 of the cycle's multiplier
             self.on = False  # an attracting cycle
             return None
-        while m > 2 and self._near(m - 1, m - 1 + q):
+        for _ in range(WALK_BACK):  # a return that straddled a cell border, seen late
+            if m <= 2 or not self._near(m - 1, m - 1 + q):
+                break
             m -= 1
         return m, q
 

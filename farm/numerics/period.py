@@ -251,6 +251,58 @@ def preperiodic_orbit(c: mpc, period: int, bits: int, steps: int) -> tuple[Orbit
 
 
 # ---------------------------------------------------------------------- nuclei
+class _GmpyNewton:
+    """z and dz = d z / dc together, z <- z^2 + c, dz <- 2 z dz + 1, with gmpy2's
+    complex numbers (one thread)."""
+
+    def __init__(self, c: mpc, bits: int):
+        self.c, self.z, self.dz = c, mpc(0), mpc(0)
+
+    def step(self) -> None:
+        self.dz = 2 * self.z * self.dz + 1
+        self.z = self.z * self.z + self.c
+
+    def value(self) -> mpc:
+        return self.z
+
+    def derivative(self) -> mpc:
+        return self.dz
+
+    def close(self) -> None:
+        pass
+
+
+class _ThreadedNewton:
+    """_GmpyNewton on two threads (mpfr_threads.NewtonOrbiter)."""
+
+    def __init__(self, c: mpc, bits: int):
+        self.bits = bits
+        self._run = mpfr_threads.NewtonOrbiter((_hex(c.real, bits), _hex(c.imag, bits)), bits, 16)
+
+    def step(self) -> None:
+        self._run.step()
+
+    def _mpc(self, parts: tuple[str, str]) -> mpc:
+        with _prec(self.bits):
+            return mpc(mpfr(parts[0], self.bits, 16), mpfr(parts[1], self.bits, 16))
+
+    def value(self) -> mpc:
+        return self._mpc(self._run.hex())
+
+    def derivative(self) -> mpc:
+        return self._mpc(self._run.derivative_hex())
+
+    def close(self) -> None:
+        self._run.close()
+
+
+def _newton_orbiter(c: mpc, bits: int) -> _GmpyNewton | _ThreadedNewton:
+    """z with its derivative, on two threads where orbiter() would use them."""
+    if bits >= mpfr_threads.THREAD_BITS and mpfr_threads.available():
+        return _ThreadedNewton(c, bits)
+    return _GmpyNewton(c, bits)
+
+
 def nucleus(guess: mpc, period: int, bits: int, max_steps: int = 64, divide: bool = True
             ) -> mpc | None:
     """A nucleus of exact period ``period`` (z_p(c) = 0, z_k(c) != 0 for k < p) that
@@ -264,15 +316,19 @@ def nucleus(guess: mpc, period: int, bits: int, max_steps: int = 64, divide: boo
         c = +guess
         tol = mpfr(2) ** (-bits + 8)
         for _ in range(max_steps):
-            z = dz = mpc(0)
+            run = _newton_orbiter(c, bits)
             lower = mpc(0)  # sum of dz_k / z_k over the divisors k
-            for k in range(1, period + 1):
-                dz = 2 * z * dz + 1
-                z = z * z + c
-                if k in divisors:
-                    if z == 0:
-                        return None
-                    lower += dz / z
+            try:
+                for k in range(1, period + 1):
+                    run.step()
+                    if k in divisors:
+                        z = run.value()
+                        if z == 0:
+                            return None
+                        lower += run.derivative() / z
+                z, dz = run.value(), run.derivative()
+            finally:
+                run.close()
             if z == 0:
                 return c
             slope = dz / z - lower  # (log h)' for h = z_p / prod z_k
@@ -298,12 +354,16 @@ def misiurewicz(guess: mpc, preperiod: int, period: int, bits: int, max_steps: i
         c = +guess
         tol = mpfr(2) ** (-bits + 8)
         for _ in range(max_steps):
-            z = dz = zk = dzk = mpc(0)
-            for n in range(1, preperiod + period + 1):
-                dz = 2 * z * dz + 1
-                z = z * z + c
-                if n == preperiod:
-                    zk, dzk = z, dz
+            run = _newton_orbiter(c, bits)
+            zk = dzk = mpc(0)
+            try:
+                for n in range(1, preperiod + period + 1):
+                    run.step()
+                    if n == preperiod:
+                        zk, dzk = run.value(), run.derivative()
+                z, dz = run.value(), run.derivative()
+            finally:
+                run.close()
             g, slope = z - zk, dz - dzk
             if other_than is not None:
                 slope = slope - g / (c - other_than)  # (g / (c - r))' (c - r)

@@ -148,8 +148,8 @@ class _State:
         if self.repeats is not None:
             if n % self.interval == 0:
                 self._checkpoint(n)
-            hit = self.repeats.see(n)
-            if hit is not None and self.dz.log2_abs >= self.quiet:
+            hit = self.repeats.see(n, look=self.dz.log2_abs >= self.quiet)
+            if hit is not None:
                 m, q = hit
                 log2_step = self._newton_step(m, q)
                 if log2_step <= self.log2_exact:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from farm.numerics import period as per
-from farm.numerics.orbit import Orbit
+from farm.numerics.orbit import Derivative, Orbit
 from farm.numerics.scan import Scan
 
 NUCLEUS_REACH = 4.0  # a nucleus serves a frame when it is within this many disc radii
@@ -181,9 +181,9 @@ def select(plan, progress: Callable[[str], None] | None = None) -> References | 
         if rest:  # frames out of its reach: periods from a scan that goes on past the cycle
             scan = per.scan(center, bits, [radii[k] for k in rest], steps, period_steps)
             chosen += _choose_nuclei(plan, [frames[k] for k in rest], [radii[k] for k in rest],
-                                     scan.periods, bits)
+                                     scan.periods, bits, scan)
     else:
-        chosen = _choose_nuclei(plan, frames, radii, scan.periods, bits)
+        chosen = _choose_nuclei(plan, frames, radii, scan.periods, bits, scan)
     refs: list[Reference] = []
     frame_ref: list[int] = [-1] * len(plan.frames)
     for ref_or_none, members in chosen:
@@ -225,7 +225,8 @@ def misiurewicz_reference(plan, frames, scan: Scan, bits: int,
 
 
 def _choose_nuclei(plan, frames, radii: list[float], periods: Sequence[int],
-                   bits: int) -> list[tuple[Reference | None, list[int]]]:
+                   bits: int, scanned: Scan | None = None
+                   ) -> list[tuple[Reference | None, list[int]]]:
     """(nucleus, or None for the centre; its frames) for the perturbed ``frames``.
 
     Frames go deepest first: a frame takes the lowest-period nucleus already found that
@@ -242,7 +243,7 @@ def _choose_nuclei(plan, frames, radii: list[float], periods: Sequence[int],
         near = [ref for ref, dist in (v for v in found.values() if v is not None)
                 if dist <= reach and (p == 0 or ref.period <= REUSE_PERIODS * p)]
         if not near and p and p not in found:
-            ref = nucleus_reference(center, p, bits, plan)
+            ref = nucleus_reference(center, p, bits, plan, scanned)
             entry = found[p] = None if ref is None else (ref, per.log2_distance(ref.point, center))
             if entry is not None and entry[1] <= reach:
                 near = [entry[0]]
@@ -401,9 +402,18 @@ def _e(log2_x: float) -> str:
     return f"{mantissa:.1f}e{exp}"
 
 
-def nucleus_reference(center: Sequence[str], p: int, bits: int, plan) -> Reference | None:
+def nucleus_reference(center: Sequence[str], p: int, bits: int, plan,
+                      scanned: Scan | None = None) -> Reference | None:
     """The nucleus of period ``p`` that Newton's method finds from the centre, as a
-    reference (None when Newton fails or finds a nucleus of a lower period)."""
+    reference (None when Newton fails or finds a nucleus of a lower period). When the
+    centre is that nucleus to within 2^-64 of the deepest pixel (Newton's step from
+    it, |z_p / dz_p|, from the centre's scan at the same precision: a centre that `farm
+    find` wrote), the scanned orbit is the reference: no pass more at full precision."""
+    if scanned is not None and _is_nucleus(scanned, p, plan):
+        c = per.parse(center, bits)
+        assert scanned.orbit is not None
+        points = scanned.orbit.head(p + 1)
+        return Reference(per.point(c, bits), p, points, "nucleus", *lambda_prime(points))
     c = per.nucleus(per.parse(center, bits), p, bits)
     if c is None or per.lowest_return(c, p, bits) != p:
         return None
@@ -411,6 +421,20 @@ def nucleus_reference(center: Sequence[str], p: int, bits: int, plan) -> Referen
     if len(points) != p + 1:
         return None
     return Reference(per.point(c, bits), p, points, "nucleus", *lambda_prime(points))
+
+
+def _is_nucleus(scanned: Scan, p: int, plan) -> bool:
+    """Whether Newton's step from the scanned centre to a root of z_p, |z_p / dz_p| (the
+    derivative in doubles along the scanned orbit), is below 2^-64 of the deepest
+    perturbed frame's pixel."""
+    got = scanned.orbit
+    if got is None or len(got) <= p:
+        return False
+    dz = Derivative()
+    for k in range(p):
+        dz.step(float(got.mant[k, 0]), float(got.mant[k, 1]), int(got.exps[k]))
+    log2_pixel = min(f.log10_spacing for f in plan.perturbed) * math.log2(10)
+    return float(got.log2_abs[p]) - dz.log2_abs <= log2_pixel - EXACT_BELOW_PIXEL
 
 
 def center_reference(center: Sequence[str], bits: int, iterations: int, plan,
