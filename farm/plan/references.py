@@ -374,7 +374,7 @@ def describe(refs: References, plan, most: int = 8) -> list[str]:
             dist = per.log2_distance(ref.point, center)
             last = plan.frames[frames[-1]]
             share = dist - (last.log10_spacing + math.log10(w)) * math.log2(10)
-            where = ("at the centre" if dist == -math.inf else
+            where = ("at the centre" if dist < 8 - ref.point.bits else
                      f"{_e(dist)} from the centre ({_e(share)} of frame {last.index}'s width)")
             what = f"nucleus of period {ref.period}, {where}"
         elif ref.kind == "misiurewicz":
