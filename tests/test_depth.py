@@ -1,11 +1,11 @@
 """Depth without a ceiling: counts at widths 1e-10000 and 1e-30000 against an independent
 MPFR count (tests/reference_deep.py: the centre's orbit at full precision, each pixel's
 delta from it in MPFR at 128 bits, plain steps with rebasing, the pixel mapping from
-exact fractions), on a 24x16 and a 16x12 grid around c = i, a Misiurewicz point
+exact fractions), on a 24x16 and a 12x8 grid around c = i, a Misiurewicz point
 (i -> -1+i -> -i -> -1+i ...): its neighbourhood has structure at every depth (counts
 from about 26,600 to 26,700 at 1e-10000), and its reference is five points long at
 any depth (farm/plan/references.py), so the test's time goes into the two counts
-themselves (about 10 and 15 s on two cores). The same grid at 1e-1000 checks the
+themselves (about 11 and 10 s on two cores). The same grid at 1e-1000 checks the
 floatexp kernel's steps for orbit points below double's range (taken here for every
 point by moving the threshold)."""
 
@@ -19,7 +19,7 @@ from farm.numerics import bla, orbit, period
 from farm.plan import make_plan
 
 AT_I = ("0", "1")
-CASES = [("1e-10000", (24, 16), 30_000), ("1e-30000", (16, 12), 90_000)]
+CASES = [("1e-10000", (24, 16), 30_000), ("1e-30000", (12, 8), 90_000)]
 
 
 def _render(cl_device, width, size, max_iter):
@@ -77,3 +77,29 @@ def test_counts_near_a_minibrot_at_1e_1000(cl_device):
     assert (want > 0).mean() > 0.9 and len(set(want.ravel().tolist())) > 5
     got = render_frame(cl_device, plan, references=refs)[0]
     compare_counts(got, want, min_equal=0.99)
+
+
+def test_a_frame_at_1e_100000_and_its_store(cl_device, tmp_path):
+    """1e-100000 (332k-bit coordinates; the reference still five points): a 3x2 grid
+    against MPFR, and the store keeps the width (25 digits in 40 characters: the
+    exponent fits) and the reference's wrap and exponents."""
+    from decimal import Decimal
+
+    import h5py
+
+    from farm.store.layout import create, read_references
+
+    width, size, max_iter = "1e-100000", (3, 2), 300_000
+    plan = make_plan(make_spec(size=size, center=AT_I, width=(width, width), max_iter=max_iter,
+                               tile=(16, 16), precision="auto"))
+    refs = plan.references()
+    assert refs is not None and refs.refs[0].kind == "misiurewicz" and refs.refs[0].wrap == 2
+    want = deep_counts(AT_I, width, size, max_iter)
+    assert (want > 0).all() and len(set(want.ravel().tolist())) > 1
+    got = render_frame(cl_device, plan, references=refs)[0]
+    compare_counts(got, want, min_equal=0.99)
+    create(tmp_path / "s.h5", plan, refs)
+    with h5py.File(tmp_path / "s.h5") as f:
+        assert Decimal(f["frames/width"][0].decode()) == Decimal(width)
+        back = read_references(f)
+    assert back is not None and back.refs[0].wrap == 2 and back.refs[0] == refs.refs[0]
