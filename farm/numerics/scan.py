@@ -22,7 +22,8 @@ Notation as in period.py: z_n = f_c^n(0), dz_n = d z_n / dc.
   the Misiurewicz point of preperiod m and period q = n - m. Newton's step from c to
   that point, log2 |(z_{m+q} - z_m) / (dz_{m+q} - dz_m)|, tells which: z_m and z_{m+q}
   are recomputed at full precision from the nearest saved point (one is kept every
-  ``interval`` steps, at most CHECKPOINTS of them), dz comes from the rounded orbit.
+  ``interval`` steps, 16 at first, at most checkpoints(bits) of them: replays stay
+  short), dz comes from the rounded orbit.
   A step at most 2^log2_exact (the caller's: below its pixels) means c is the point
   (a centre that `farm find` wrote), and the scan stops. A larger one is a candidate:
   c is near that point, and its orbit shadows the point's cycle (within a double's
@@ -42,7 +43,13 @@ from farm.numerics.orbit import Derivative, Orbit, Recorder, Repeats
 
 RETURN_LOG2 = -48  # a return closer than 2^-48 (relative) hints at an attracting cycle
 RETURN_QUIET = -36  # after a repeat that is not exact: none looked at while |dz| < 2^-36 / step
-CHECKPOINTS = 64  # full-precision points kept for recomputing z_m (memory: 64 x 2 numbers)
+CHECKPOINT_BYTES = 1 << 25  # full-precision points kept for recomputing z_m: 32 MB at most
+
+
+def checkpoints(bits: int) -> int:
+    """How many full-precision points the scan keeps (16 to 256, within CHECKPOINT_BYTES;
+    two numbers of bits / 8 bytes each)."""
+    return max(16, min(256, CHECKPOINT_BYTES // max(1, bits // 4)))
 
 
 @dataclass(frozen=True)
@@ -120,7 +127,8 @@ class _State:
         self.log2_exact = log2_exact
         self.candidate: tuple[int, int, float] | None = None  # (m, q, log2 Newton step)
         self.quiet = -math.inf  # repeats are not looked at while log2 |dz| is below this
-        self.interval = 1024
+        self.interval = 16
+        self.most = checkpoints(bits)
         self.saved_points: dict[int, object] = {0: self.run.save()}
         self.n = 0
         # Brent: z at the last power of two (double and full), a pending return
@@ -206,26 +214,16 @@ class _State:
         return 1 + math.log2(lz) + math.log2(math.log(2)) + lz - dz.log2_abs
 
     def _checkpoint(self, n: int) -> None:
-        """Keep z_n at full precision; at most CHECKPOINTS, thinned by halving."""
+        """Keep z_n at full precision; at most ``most``, thinned by halving."""
         self.saved_points[n] = self.run.save()
-        if len(self.saved_points) > CHECKPOINTS:
+        if len(self.saved_points) > self.most:
             self.interval *= 2
             self.saved_points = {k: v for k, v in self.saved_points.items() if k % self.interval == 0}
 
     def _newton_step(self, m: int, q: int) -> float:
         """log2 |g / g'| for g = z_{m+q} - z_m at c: Newton's step from c to the
         Misiurewicz point of preperiod m and period q (see the module docstring)."""
-        start = max(k for k in self.saved_points if k <= m)
-        again = per.restart(self.c, self.bits, self.saved_points[start])
-        try:
-            for _ in range(m - start):
-                again.step()
-            zm = again.value()
-            for _ in range(q):
-                again.step()
-            delta = again.value() - zm
-        finally:
-            again.close()
+        delta = self._value_at(m + q) - self._value_at(m)
         dz, before = Derivative(), (0j, 0)
         for k in range(m + q):  # dz_{k+1} from z_k
             if k == m:
@@ -235,3 +233,17 @@ class _State:
         top = max(ea, eb)
         slope = a * math.ldexp(1.0, ea - top) - b * math.ldexp(1.0, eb - top)
         return per.log2_abs(delta) - (math.log2(abs(slope)) + top) if slope else math.inf
+
+    def _value_at(self, k: int):
+        """z_k at full precision: the orbiter's own value, or from the saved point before
+        k (fewer than ``interval`` steps again)."""
+        if k == self.n:
+            return self.run.value()
+        start = max(j for j in self.saved_points if j <= k)
+        again = per.restart(self.c, self.bits, self.saved_points[start])
+        try:
+            for _ in range(k - start):
+                again.step()
+            return again.value()
+        finally:
+            again.close()

@@ -13,7 +13,8 @@ on the spot, since machines differ) and, far behind, their memory:
 * nuclei: Newton's method, a few passes over each nucleus' period (with the
   derivative: about three steps' work a step), not counted in ``steps``;
 * memory: 20 bytes a kept point (farm/numerics/orbit.py: a double mantissa pair and an
-  int exponent), and while the scan runs, CHECKPOINTS full-precision points.
+  int exponent), and while the scan runs, up to 256 full-precision points (32 MB at
+  most: farm/numerics/scan.checkpoints).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 
 from farm.numerics import period as per
 from farm.numerics.orbit import Orbit
-from farm.numerics.scan import CHECKPOINTS
+from farm.numerics.scan import checkpoints
 
 POINT_BYTES = 20  # a kept orbit point: two float64 and an int32
 
@@ -49,7 +50,7 @@ class ReferenceCost:
     @property
     def working_bytes(self) -> int:
         """Full-precision numbers held while the scan runs."""
-        return 2 * (CHECKPOINTS + 8) * (self.bits // 8 + 16)
+        return 2 * (checkpoints(self.bits) + 8) * (self.bits // 8 + 16)
 
     def text(self) -> str:
         return (f"reference orbit: at most {self.steps} steps at {self.bits} bits (a Misiurewicz "
