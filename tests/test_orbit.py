@@ -15,7 +15,7 @@ from reference import misiurewicz
 
 from farm.numerics import mpfr_threads
 from farm.numerics import period as per
-from farm.numerics.orbit import Derivative, Orbit, Recorder, first_repeat, laps
+from farm.numerics.orbit import Derivative, Orbit, Recorder, laps
 from farm.numerics.scan import scan
 from farm.plan import make_plan
 from farm.plan.references import pack, unpack
@@ -87,11 +87,12 @@ def test_scan_finds_misiurewicz_points():
 
 def test_newton_to_a_misiurewicz_point():
     """From 1e-5 off c = i, Newton's method on z_4 - z_2 lands on i to its precision;
-    the orbit of the point found repeats from step 2 (first_repeat)."""
+    the orbit of the point found repeats from step 2 at full precision."""
     guess = per.parse(("0.00001", "1.00001"), 300)
     c = per.misiurewicz(guess, 2, 2, 300)
     assert c is not None and abs(c - per.parse(("0", "1"), 300)) < 2.0**-290
-    assert first_repeat(per.orbit(c, 300, 4, 4.0), 2) == 2
+    got = per.preperiodic_orbit(c, 2, 300, 10)
+    assert got is not None and got[1] == 2 and len(got[0]) == 5
 
 
 def test_laps_unroll_the_cycle():

@@ -171,18 +171,6 @@ def laps(points: Orbit, wrap: int, iterations: int) -> Orbit:
 REPEAT_LOG2 = -40  # an orbit point within 2^-40 (relative) of an earlier one repeats it
 
 
-def first_repeat(orbit: Orbit, period: int) -> int | None:
-    """The least m with Z(m + period) within 2^REPEAT_LOG2 (relative) of Z(m), in an
-    orbit that holds Z(0) .. Z(m + period): a Misiurewicz point's preperiod (0 and 1:
-    a nucleus, periodic from the start), or None."""
-    z = orbit.values
-    if len(z) <= period:
-        return None
-    gap = np.hypot(*(z[period:] - z[:-period]).T)
-    near = np.flatnonzero(gap <= 2.0**REPEAT_LOG2 * np.maximum(np.hypot(*z[period:].T), 1.0))
-    return int(near[0]) if len(near) else None
-
-
 CELL_LOG2 = -20  # grid cells of 2^-20 in which orbit points are filed
 WALK_BACK = 16  # steps a repeat seen late is moved back at most
 

@@ -1,9 +1,12 @@
-"""Reference points for perturbation, in arbitrary precision (gmpy2, MPFR): the view
-centre's orbit scanned for periods, Newton's method to a nucleus, reference orbits,
-attracting cycles, and distance estimates from a point to the Mandelbrot set.
+"""Reference points for perturbation, in arbitrary precision (gmpy2, MPFR): orbits at
+the depth's precision (on two threads at great depths), Newton's method to nuclei and
+Misiurewicz points, attracting cycles, and distance estimates from a point to the
+Mandelbrot set. The scan of the view centre's orbit, which uses these, is
+farm/numerics/scan.py (``scan`` here calls it).
 
 This is the one module that imports gmpy2 (MPFR/MPC: about ten times faster than
-mpmath for the long orbits here). Every function takes its points as decimal strings
+mpmath for the long orbits here; farm/numerics/mpfr_threads.py calls the same MPFR
+through ctypes, on two threads). Every function takes its points as decimal strings
 or gmpy2 numbers and a precision in bits; it returns doubles, ints or decimal
 strings, so no gmpy2 number leaves the module except through :class:`Point`.
 
@@ -14,8 +17,13 @@ Notation: f_c(z) = z^2 + c, z_0 = 0, z_n = f_c^n(0); ``dz_n`` = d z_n / d c.
   lowest n at which that disc holds 0 is the period of the lowest-period atom (a
   hyperbolic component and its domain) that the disc meets.
 * A nucleus of period p is a root of z_p(c) = 0: Newton's method c <- c - z_p / dz_p.
+* A Misiurewicz point of preperiod k and period q is a root of z_{k+q}(c) - z_k(c)
+  whose orbit lands on its (repelling) q-cycle exactly at step k.
 * A hyperbolic component of period p: the points c with an attracting cycle of period
   p; its multiplier lambda = (f^p)'(w) at a cycle point w has |lambda| < 1 inside.
+* Orbits at depth: one step is two multiplications of b-bit numbers (about b^1.6
+  each); from mpfr_threads.THREAD_BITS up they run at once on two threads
+  (ThreadedOrbiter; Newton's method: six products a step, three a thread).
 """
 
 from __future__ import annotations
@@ -347,7 +355,7 @@ def misiurewicz(guess: mpc, preperiod: int, period: int, bits: int, max_steps: i
     ``period``, that Newton's method reaches from ``guess`` (c <- c - g / g' with g =
     z_{k+p} - z_k), to ``bits`` bits, or None when it does not converge. Points of a
     lower preperiod (and nuclei of periods dividing p) are roots too: the caller checks
-    the orbit it gets (farm/numerics/orbit.first_repeat). ``other_than``: a root to
+    the orbit it gets (preperiodic_orbit). ``other_than``: a root to
     divide out (Newton on g / (c - r): deflation), so that Newton started near a
     known point finds another."""
     with _prec(bits):
