@@ -9,12 +9,14 @@ two multiplications that do not depend on each other. gmpy2 holds Python's GIL
 while it multiplies, so two Python threads calling it run one after the other;
 ctypes releases the GIL around every foreign call, so MPFR called through ctypes
 multiplies (x + y)(x - y) on this thread while a helper thread multiplies x y.
-Measured on a 2-core machine (benchmarks/orbit_engines.py, best of 6 while other
-work shared the machine): at 100,000 digits (332k bits) a step takes 0.94-1.12 ms
-here against 1.6 ms for gmpy2 on one thread (2.0 ms in the form x^2 - y^2 that
-farm/numerics/period.py used before); at 30,000 digits 0.28-0.33 ms against 0.33;
-at 10,000 digits the hand-over between threads costs more than it saves (0.10 ms
-against 0.074). :data:`THREAD_BITS` is the crossover taken.
+Measured on a 2-core machine (benchmarks/orbit_engines.py, best of 8, the second
+core free): a step at 100,000 digits (332k bits) takes 0.86 ms here against 1.60 ms
+for gmpy2 on one thread (1.98 ms in the form x^2 - y^2 that farm/numerics/period.py
+used before); at 30,000 digits 0.22 ms against 0.33; at 20,000 0.14 against 0.19; at
+15,000 0.112 against 0.124; at 10,000 the hand-over between threads costs more than it
+saves (0.089 ms against 0.075). While other work holds the second core, the threads
+gain nothing (and lose a little below 30,000 digits): :data:`THREAD_BITS` sits above
+the crossover (about 45k bits) for that.
 
 The library is the MPFR that gmpy2's wheel ships (gmpy2.libs: gmpy2 is a dependency
 anyway), else the system's libmpfr; :func:`available` says whether either loads.
