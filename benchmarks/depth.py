@@ -13,9 +13,13 @@ Frames (each a one-frame job, auto iterations, the device `farm render` picks):
               coordinates; the same short reference)
 
 The `farm find` runs are timed apart (they are the user's preparation, not the
-render). Usage (from the repository root; --size 320x180 for a quick CPU run):
+render; here, on two cores: 11 s, 200 s and 180 s); jobs already in --out are
+rendered as they are, so they can be made beforehand on another machine and the
+renders timed alone. The stores are removed before each render (a fresh render,
+reference included). Usage (from the repository root; --size 320x180 for a quick CPU
+run):
 
-    python benchmarks/depth.py [--size 1920x1080] [--only 10k,100k] [--out DIR]
+    python benchmarks/depth.py [--size 1920x1080] [--only 10k,100k] [--out DIR] [--find-only]
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from farm import spec as specmod  # noqa: E402
 
 START = ("-1.7687", "0.0017")  # near the antenna's tip (fast orbits)
 CASES = {
@@ -40,7 +47,11 @@ def farm(*args: str) -> subprocess.CompletedProcess:
 
 
 def find_job(name: str, depth: str, structure: str, size: str, out: Path) -> tuple[Path, float]:
+    """The case's job in ``out`` (written by `farm find` unless it is there already:
+    jobs made beforehand, elsewhere, are rendered as they are; 0 s of finding)."""
     job = out / f"{name}.toml"
+    if job.exists():
+        return job, 0.0
     start = time.perf_counter()
     args = ["find", *START, "--misiurewicz", "--depth", depth, "--frames", "1", "--size", size,
             "--out", str(job), "--quiet"]
@@ -82,14 +93,21 @@ def main() -> None:
     ap.add_argument("--size", default="1920x1080")
     ap.add_argument("--only", default=",".join(CASES), help="cases, comma-separated")
     ap.add_argument("--out", help="directory for the jobs and stores (default: a temporary one)")
+    ap.add_argument("--find-only", action="store_true",
+                    help="write the jobs (farm find) and stop: render them later, elsewhere")
     args = ap.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="farm-depth-"))
     out.mkdir(parents=True, exist_ok=True)
     for name in args.only.split(","):
         depth, structure = CASES[name]
         job, find_s = find_job(name, depth, structure, args.size, out)
+        if args.find_only:
+            print(f"{name:9s} {job} (farm find: {find_s:.1f} s)", flush=True)
+            continue
+        store = Path(specmod.load(str(job)).output.store)
+        store.unlink(missing_ok=True)
         whole, stderr = render(job)
-        split = phases(job.with_suffix(".h5"))
+        split = phases(store)
         print(f"{name:9s} {depth:>10s} (structure to {structure}), {args.size}: whole command "
               f"{whole:.2f} s = reference orbit {split['reference_s']:.2f} s + start-up "
               f"{split['startup_s']:.2f} s + render {split['render_s']:.2f} s (kernels "
