@@ -21,6 +21,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+import numpy as np
+
 import farm.numerics as num
 from farm.numerics import period as per
 from farm.numerics.bla import EPS, OrbitMaps, SkipTable, empty_table, orbit_maps, skip_table_log2
@@ -50,10 +52,24 @@ def device_orbit(ref: Reference, iterations: int) -> DeviceOrbit:
     return DeviceOrbit(ref.points, 0, (float(last[0]), float(last[1]), int(ref.points.exps[-1])))
 
 
+LAP_MARGIN = 2.0  # a Misiurewicz orbit's laps cover twice the steps its pixels need
+
+
 def frame_orbit(plan: Plan, refs: References, k: int) -> DeviceOrbit:
-    """Reference k's device orbit, for the largest iteration limit of its frames."""
-    iterations = max(plan.frames[i].max_iter for i, r in enumerate(refs.frame_ref) if r == k)
-    return device_orbit(refs.refs[k], iterations)
+    """Reference k's device orbit, for the largest iteration limit of its frames; a
+    Misiurewicz point's laps only as far as its deepest frame's pixels go: a pixel
+    leaves the point's neighbourhood once its delta, about its offset |dc| times
+    |dz/dc| at the preperiod, has grown to 1 at the cycle's pace, and one that goes on
+    wraps back to the cycle (laps cost skip-table rows, 28 doubles a point)."""
+    mine = [plan.frames[i] for i, r in enumerate(refs.frame_ref) if r == k]
+    iterations = max(f.max_iter for f in mine)
+    ref = refs.refs[k]
+    if ref.kind == "misiurewicz":
+        log2_pace = float(np.mean(1.0 + ref.points.log2_abs[ref.wrap:-1]))  # per step
+        depth = -min(f.log10_spacing for f in mine) * math.log2(10)
+        need = ref.wrap + LAP_MARGIN * depth / max(log2_pace, 0.05) + 1024
+        iterations = min(iterations, int(need))
+    return device_orbit(ref, iterations)
 
 
 @dataclass(frozen=True)
