@@ -223,7 +223,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload", choices=("small", "standard"),
                    help="small (CPU) or standard (GPU); default by device type")
     p.add_argument("--json", action="store_true", help="the rows as JSON (for scripts)")
+    _add_find_parser(sub)
     return parser
+
+
+def _add_find_parser(sub) -> None:
+    p = sub.add_parser("find", help="find a deep target near a point and write a job that zooms there",
+                       description="From a point near the boundary of the set, find a minibrot "
+                       "whose width is about --depth (Misiurewicz points lead down to it), or a "
+                       "Misiurewicz point (--misiurewicz), or follow a chain of embedded Julia "
+                       "sets (--chain), to as many digits as the depth needs, and write a job "
+                       "file that zooms there (to stdout without --out).")
+    p.add_argument("re", metavar="RE", help="real part of the start, a decimal string")
+    p.add_argument("im", metavar="IM", help="imaginary part of the start")
+    p.add_argument("--depth", required=True, metavar="W",
+                   help="width of the zoom's last frame, e.g. 1e-10000")
+    p.add_argument("--view", default="0.01", metavar="W",
+                   help="width around the start that holds some of the set's boundary (default 0.01)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--misiurewicz", action="store_true",
+                   help="a Misiurewicz point (its reference orbit is short at any depth)")
+    g.add_argument("--chain", action="store_true",
+                   help="minibrots on the embedded Julia set of the one before, as Kalles "
+                   "Fraktaler's Newton zoom (periods grow fast: practical to about 1e-2000)")
+    p.add_argument("--structure", metavar="W",
+                   help="with --misiurewicz: follow Misiurewicz points down to width W only "
+                   "(below, the zoom is self-similar and the reference orbit shorter); the "
+                   "point still has the digits --depth needs")
+    p.add_argument("--out", metavar="JOB.toml", help="job file to write (not overwritten)")
+    p.add_argument("--from-width", default="4", metavar="W", help="the first frame's width (default 4)")
+    p.add_argument("--size", default="1920x1080", metavar="WxH", help="image size (default 1920x1080)")
+    p.add_argument("--frames", type=int, default=600, help="frames of the zoom (default 600)")
+    p.add_argument("--fps", type=int, default=30, help="frames per second (default 30)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def cmd_find(args: argparse.Namespace) -> int:
+    from farm.find import run
+
+    return run(args)
 
 
 def _render_options(args: argparse.Namespace):
@@ -296,6 +334,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from farm import spec as specmod
     from farm.color import Style
     from farm.plan import make_plan, structure
+    from farm.plan.reference_cost import estimate as estimate_reference
     from farm.plan.references import with_period_limits
     from farm.report import plan_info, plan_summary
     from farm.store import layout
@@ -309,6 +348,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     Style.from_settings(job.color)  # a gradient file that cannot be read or parsed
     track = film.check_audio(job)
     device = _estimate_device(args.device)
+    cost = estimate_reference(plan)  # before the work: what the reference orbit costs
+    if cost is not None:
+        print(f"farm: {cost.text()}", file=sys.stderr)
     refs = plan.references()  # perturbed frames: their reference points (issue 14)
     plan = with_period_limits(plan, refs)  # max = "auto": a few periods of a nucleus reference
     _warn(structure.check(plan, refs))  # a zoom into nothing (issue 10.5)
@@ -500,5 +542,5 @@ def cmd_bench(args: argparse.Namespace) -> int:
 COMMANDS = {
     "render": cmd_render, "resume": cmd_resume, "status": cmd_status, "frames": cmd_frames,
     "encode": cmd_encode, "validate": cmd_validate, "devices": cmd_devices, "bench": cmd_bench,
-    "export": cmd_export, "import": cmd_import, "preview": cmd_preview,
+    "export": cmd_export, "import": cmd_import, "preview": cmd_preview, "find": cmd_find,
 }

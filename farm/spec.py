@@ -25,7 +25,7 @@ import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -152,12 +152,22 @@ def _decimal(value: Any, field: str) -> str:
     return text
 
 
+def _exact(text: str, field: str) -> Decimal:
+    """A checked decimal string as an exact Decimal, for range checks. Decimal parses
+    any number of digits (Fraction goes through int(), which Python limits to 4300
+    digits, and a deep centre has as many digits as its depth)."""
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        raise SpecError(field, f"{text[:40]}: its exponent is out of range") from None
+
+
 def _center(value: Any, field: str) -> tuple[str, str]:
     if not isinstance(value, list) or len(value) != 2:
         raise SpecError(field, "must be two decimal strings [real, imaginary]")
     parts = tuple(_decimal(v, f"{field}[{k}]") for k, v in enumerate(value))
     for k, part in enumerate(parts):
-        if abs(Fraction(part)) > 1000:
+        if abs(_exact(part, f"{field}[{k}]")) > 1000:
             raise SpecError(f"{field}[{k}]", f"{part} is too far out: |coordinate| <= 1000")
     return parts  # type: ignore[return-value]
 
@@ -169,7 +179,7 @@ def _widths(value: Any, field: str) -> tuple[str, str]:
         raise SpecError(field, "must be [first, last] as decimal strings (or one string)")
     parts = tuple(_decimal(v, f"{field}[{k}]") for k, v in enumerate(value))
     for k, part in enumerate(parts):
-        w = Fraction(part)
+        w = _exact(part, f"{field}[{k}]")
         if w <= 0:
             raise SpecError(f"{field}[{k}]", f"{part} must be > 0")
         if w > 1000:
@@ -428,7 +438,7 @@ def warnings(spec: JobSpec) -> list[str]:
     ``farm render`` print them and go on)."""
     out = []
     first, last = spec.view.width
-    if spec.frames == 1 and Fraction(first) != Fraction(last):
+    if spec.frames == 1 and Decimal(first) != Decimal(last):
         out.append(f"animation.frames = 1 renders view.width[0] = {first} only; view.width[1] = "
                    f"{last} is not used (frames >= 2 make a zoom; one width makes a still)")
     return out

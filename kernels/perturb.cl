@@ -5,19 +5,28 @@
  * the host at the depth's precision and rounded to doubles. A pixel c = C + dc follows
  * z(n) = Z(m) + d with
  *     d <- (2 Z(m) + d) d + dc,  m <- m + 1
- * and is rebased (d <- Z(m) + d, m <- 0) whenever |Z(m) + d| < |d| or the reference
- * ends: the pixel then follows the reference from its start again, so one reference
- * serves every pixel without glitch detection (Zhuoran's rebasing). For a nucleus of
- * period p the orbit holds one period, Z(0) .. Z(p) with Z(p) ~ 0, and "the reference
- * ends" is the wrap to the next period. The count n is the pixel's own: the contract of
- * mandel.cl (first n >= 1 with |z(n)|^2 > R^2, 0 when none up to max_iter).
+ * and is rebased (d <- Z(m) + d, m <- 0) whenever |Z(m) + d| < |d|: the pixel then
+ * follows the reference from its start again, so one reference serves every pixel
+ * without glitch detection (Zhuoran's rebasing). At the orbit's last point the pixel
+ * wraps: it goes on from Z(wrap_to) with d <- d + (Z(orbit_len - 1) - Z(wrap_to)), the
+ * same point z measured from another point of the orbit. For a nucleus of period p the
+ * orbit holds one period, Z(0) .. Z(p) with Z(p) ~ 0, and the wrap (wrap_to = 0) goes
+ * to the next period; a Misiurewicz point's orbit holds its preperiod k and laps of its
+ * cycle (Z(k + j q + i) = Z(k + i), farm/plan/references.py) and wraps to k; the view
+ * centre's orbit wraps to 0 where it ends (a rebase). The count n is the pixel's own:
+ * the contract of mandel.cl (first n >= 1 with |z(n)|^2 > R^2, 0 when none up to
+ * max_iter).
  *
  * Number formats: Z in doubles (|Z| <= R). d and dc in doubles, or, built with
  * -DPERTURB_FX for pixel spacings below 1e-305 (where pixel offsets stop being normal
  * doubles), in "floatexp": a complex mantissa pair sharing one int exponent, value
  * (m.x + i m.y) * 2^e, with max(|m.x|, |m.y|) in [0.5, 1) (or m = 0), normalised after
- * every step. Products are written as explicit fma() with contraction off, so that
- * every device (and perturb_lanes.cl) rounds alike.
+ * every step. Exponents are 32-bit ints: deltas to 2^-(2^30), 1e-323000000, far below
+ * any depth whose reference orbit a machine can compute. Floatexp builds read Z as a
+ * mantissa and an exponent (orbit_e, 0 for points within double's range, where the
+ * mantissa is Z itself): an orbit that passes within 1e-308 of 0 (near a deep minibrot)
+ * is stepped in floatexp there. Products are written as explicit fma() with
+ * contraction off, so that every device (and perturb_lanes.cl) rounds alike.
  *
  * Iteration skipping (both formats): a table of maps (built on the host per frame,
  * farm/numerics/bla.py) takes d at step m to d at step m + 2^j as
@@ -75,8 +84,14 @@
  *
  * Provides, for mandel.cl: FORMAT_ARGS, FORMAT_ARG_NAMES and escape_pixel (and, with
  * perturb_lanes.cl, escape_lanes). Arguments:
- *   orbit     [orbit_len] double2   Z(0) .. Z(orbit_len - 1), Z(0) = 0, Z(1) = C
+ *   orbit     [orbit_len] double2   Z(0) .. Z(orbit_len - 1), Z(0) = 0, Z(1) = C; in
+ *                                  floatexp builds the mantissa where orbit_e != 0
+ *   orbit_e   [orbit_len] int        floatexp builds: Z(m) = orbit[m] 2^orbit_e[m] (0 for
+ *                                  points in double's range); unread otherwise
  *   orbit_len           uint       >= 2; all |Z(m)|^2 <= R^2
+ *   wrap_to             uint       where the pixel goes on after the last point (< orbit_len - 1)
+ *   wrap_m, wrap_e  double2, int   Z(orbit_len - 1) - Z(wrap_to) = wrap_m 2^wrap_e, added
+ *                                  to the pixel's delta at the wrap
  *   flat tile (default):
  *   kx0, ky0            int        2 x0 + 1 - W and 2 y0 + 1 - H for the tile at (x0, y0)
  *   ref_off             double2    (view centre - C) / h: see pixel_offset()
@@ -153,13 +168,16 @@ inline double2 pixel_offset(OFFSET_ARGS, uint col, uint row, uint k, int *e)
 }
 #endif
 
-#define FORMAT_ARGS __global const double2 *orbit, const uint orbit_len, OFFSET_ARGS,          \
+#define FORMAT_ARGS __global const double2 *orbit, __global const int *orbit_e,              \
+                    const uint orbit_len, const uint wrap_to, const double2 wrap_m,      \
+                    const int wrap_e, OFFSET_ARGS,                                       \
                     const double r2, __global const double2 *bla_ab,                     \
                     __global const double *bla_r, const uint bla_rows,                   \
                     const uint bla_levels, const uint bla_shift, const double2 lam,      \
                     const int lam_e STEPS_ARGS
-#define FORMAT_ARG_NAMES orbit, orbit_len, OFFSET_ARG_NAMES, r2, bla_ab, bla_r, bla_rows, \
-                         bla_levels, bla_shift, lam, lam_e STEPS_ARG_NAMES
+#define FORMAT_ARG_NAMES orbit, orbit_e, orbit_len, wrap_to, wrap_m, wrap_e, OFFSET_ARG_NAMES, \
+                         r2, bla_ab, bla_r, bla_rows, bla_levels, bla_shift, lam, lam_e      \
+                         STEPS_ARG_NAMES
 
 /* Built with -DPERTURB_STEPS (benchmarks only): two more arguments, steps_out [npix]
  * uint and steps_tw uint (the tile width), get each pixel's number of loop passes (a
@@ -459,16 +477,16 @@ inline int pixel_after(FORMAT_ARGS, pixel_state *s, double2 *z)
         return 1;
     }
     if (s->m == orbit_len - 1) {
-        /* the reference ends (a nucleus: one period since m = 0): the pixel goes on
-         * from Z(0) = 0 with d = Z(m) + d, and meets the interior test */
+        /* the wrap (a nucleus: one period since m = 0, and the interior test; wrap_to =
+         * 0, where d + (Z(m) - 0) is the Z(m) + d of a rebase, bit for bit) */
 #ifndef PERTURB_NO_INTERIOR
         if ((lam.x != 0.0 || lam.y != 0.0) && wrap_interior(&s->wraps, mini_w(zz, lam, lam_e)))
             return 2;
 #endif
-        s->d = zz;
-        s->m = 0;
-        s->Z = (double2)(0.0, 0.0);
-        s->r1 = 0.0;
+        s->d = s->d + ldexp(wrap_m, wrap_e);
+        s->m = wrap_to;
+        s->Z = orbit[wrap_to];
+        s->r1 = bla_first_radius(bla_r, bla_rows, wrap_to);
     } else if (mag < norm2(s->d)) {
         /* rebase: the pixel is nearer 0 than its delta (after a skip |d| is far below
          * |Z|, so only a step gets here) */
@@ -638,6 +656,16 @@ inline fx2 fx_twice(fx2 a)
     return a;
 }
 
+/* |a| < |b| */
+inline bool fx_less(fx2 a, fx2 b)
+{
+    if (a.e < b.e - 4)
+        return true; /* (a = 0 included) */
+    if (b.e < a.e - 4)
+        return false;
+    return ldexp(fma(a.m.x, a.m.x, a.m.y * a.m.y), 2 * (a.e - b.e)) < fma(b.m.x, b.m.x, b.m.y * b.m.y);
+}
+
 /* The derivative of a map, applied (-DDISTANCE; see "Derivative"): *w <- (A + 2 C d +
  * D dc) *w + (B + D d + 2 E dc) s, with d, dc before the map. */
 inline void fx_bla_deriv(__global const double2 *map, bool quad, fx2 d, fx2 dc, fx2 *w, fx2 s)
@@ -682,7 +710,7 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
     int e;
     const double2 dm = pixel_offset(OFFSET_ARG_NAMES, col, row, k, &e);
     const fx2 dc = fx_norm(dm, e);
-    *c = orbit[1] + fx_to_double(dc);
+    *c = ldexp(orbit[1], orbit_e[1]) + fx_to_double(dc);
     fx2 d = fx_norm((double2)(0.0, 0.0), 0);
     fx2 w = d; /* s dz/dc (-DDISTANCE), 0 at z = 0 */
 #if defined(DISTANCE) && !defined(POLAR)
@@ -698,14 +726,16 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
     for (uint n = 1; n <= max_iter; ++n) {
         COUNT_STEP();
         const double2 Zm = orbit[m];
+        const int Ze = orbit_e[m]; /* 0: Zm is Z(m) itself */
         uint len = 0;
-        if (m >= 1 && bla_levels && fx_bla_worth_trying(d, Zm, bla_shift)) {
+        if (m >= 1 && bla_levels && !Ze && fx_bla_worth_trying(d, Zm, bla_shift)) {
             len = fx_bla_take(bla_ab, bla_r, bla_rows, bla_levels, m, max_iter - n + 1, &d, dc,
                               &w, s);
             n += len ? len - 1 : 0; /* iterations n .. n + len - 1 are done */
         }
-        if (!len) {
-            /* d <- (2 Z + d) d + dc, with 2 Z + d in doubles: |d| is then tiny or O(1) */
+        if (!len && !Ze && m) {
+            /* d <- (2 Z + d) d + dc, with 2 Z + d in doubles: |d| is then far below |Z|
+             * (its double may underflow: 2 Z alone) or O(1) */
             const double2 dd = fx_to_double(d);
 #ifdef DISTANCE
             /* w <- 2 z w + s, z = Z + d before the step */
@@ -715,11 +745,35 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
             const double2 a = 2.0 * Zm + dd;
             d = fx_add(fx_norm(cmul(a, d.m), d.e), dc);
             len = 1;
+        } else if (!len) {
+            /* Z(m) below double's range (the orbit passes near 0), or Z(0) = 0 (after a
+             * wrap or a rebase: d <- d^2 + dc, where d below 1e-308 still has a square as
+             * large as dc near a minibrot deeper than 1e-616): the step in floatexp */
+            const fx2 Zf = fx_norm(Zm, Ze);
+#ifdef DISTANCE
+            w = fx_add(fx_twice(fx_mul(fx_add(Zf, d), w)), s);
+#endif
+            d = fx_add(fx_mul(fx_add(fx_twice(Zf), d), d), dc);
+            len = 1;
         }
         m += len;
         const double2 dd = fx_to_double(d);
         const double2 Z = orbit[m];
-        const double zr = Z.x + dd.x, zi = Z.y + dd.y;
+        const int ze = orbit_e[m];
+        double zr, zi;
+        bool nearer; /* |Z + d| < |d|: a rebase */
+        fx2 zf = d; /* z = Z + d in floatexp, where Z(m) is below double's range */
+        if (!ze) {
+            zr = Z.x + dd.x;
+            zi = Z.y + dd.y;
+            nearer = fma(zr, zr, zi * zi) < fma(dd.x, dd.x, dd.y * dd.y);
+        } else {
+            zf = fx_add(fx_norm(Z, ze), d);
+            const double2 zd = fx_to_double(zf);
+            zr = zd.x;
+            zi = zd.y;
+            nearer = fx_less(zf, d);
+        }
         const double mag = fma(zr, zr, zi * zi);
         if (mag > r2) {
             *z = (double2)(zr, zi);
@@ -729,16 +783,16 @@ inline uint escape_pixel(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter,
         }
         if (m == orbit_len - 1) {
             /* wrap (see pixel_after), in floatexp: d may be below double's range */
-            d = fx_add(d, fx_norm(Z, 0));
+            d = fx_add(d, fx_norm(wrap_m, wrap_e));
 #ifndef PERTURB_NO_INTERIOR
             if ((lam.x != 0.0 || lam.y != 0.0) && wrap_interior(&wraps, fx_mini_w(d, lam, lam_e))) {
                 STORE_STEPS(col, row, steps);
                 return 0;
             }
 #endif
-            m = 0;
-        } else if (mag < fma(dd.x, dd.x, dd.y * dd.y)) {
-            d = fx_norm((double2)(zr, zi), 0);
+            m = wrap_to;
+        } else if (nearer) {
+            d = ze ? zf : fx_norm((double2)(zr, zi), 0);
             m = 0;
 #ifndef PERTURB_NO_INTERIOR
             wraps.wraps = 0;

@@ -243,10 +243,14 @@ inline void lane_after(FORMAT_ARGS, lanes_cold *t, uint k, uint max_iter, uint *
             }
             t->runs[k] = t->track[k].wraps;
         }
-        t->dr[k] = z.x;
-        t->di[k] = z.y;
-        t->m[k] = 0;
-        t->Zr[k] = t->Zi[k] = 0.0;
+        /* d + (Z(m) - Z(wrap_to)): for wrap_to = 0, z itself, bit for bit */
+        const double2 wd = ldexp(wrap_m, wrap_e);
+        t->dr[k] += wd.x;
+        t->di[k] += wd.y;
+        t->m[k] = wrap_to;
+        const double2 Zw = orbit[wrap_to];
+        t->Zr[k] = Zw.x;
+        t->Zi[k] = Zw.y;
     }
     if (!ended && t->n[k] >= max_iter) {
         ended = true;

@@ -16,7 +16,7 @@ from farm.plan import make_plan
 
 
 def _orbit(center=("0", "1"), n=300):
-    return per.orbit(per.parse(center, 400), 400, n, 4.0)
+    return per.orbit(per.parse(center, 400), 400, n, 4.0).values
 
 
 def test_maps_are_compositions_of_single_steps():

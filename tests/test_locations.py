@@ -228,7 +228,8 @@ def test_render_and_validate_take_a_location(tmp_path, write_job):
         assert store.frames == 2 and store.frame_done().all()
         assert store.spec.view.width[1] == view_width(locations.read(tmp_path / "shallow.kfr"), (32, 18))
         assert store.spec.color.palette.name == "shallow.palette"  # stored with the job
-        assert store.spec.color.palette.stops == palettes.read_gradient(tmp_path / "shallow.palette.txt").stops
+        gradient = palettes.read_gradient(tmp_path / "shallow.palette.txt")
+        assert store.spec.color.palette.stops == gradient.stops
     job = write_job(size=(16, 16))
     result = run_farm("render", str(job), "--frames", "3")
     assert result.returncode == 2 and "--frames: only for a location file" in result.stderr

@@ -198,15 +198,17 @@ def test_samples_and_distance_are_bitwise_identical_under_mpi(tmp_path, write_jo
 
 
 REFERENCE_DATASETS = ("reference/orbits", "reference/starts", "reference/point", "reference/period",
-                      "frames/reference")
+                      "reference/orbit_exp", "reference/wrap", "frames/reference")
+NEAR_I = "1." + "0" * 99 + "1"  # 1 + 1e-100
 
 
 def test_changing_references_are_broadcast_and_resume_under_mpi(tmp_path, write_job):
-    """A zoom into c = i whose perturbed frames take several minibrots' nuclei:
-    the master chooses the references once and broadcasts them; two workers render the
-    same store as one process, and an interrupted MPI render resumes from the stored
-    references (not chosen again) to the same store."""
-    job = write_job(size=(48, 32), frames=12, width=("3", "1e-150"), center=("0", "1"),
+    """A zoom 1e-100 off c = i whose perturbed frames take the Misiurewicz point i and,
+    deeper, the centre's own orbit: the master chooses the references once and
+    broadcasts them; two workers render the same store as one process, and an
+    interrupted MPI render resumes from the stored references (not chosen again) to
+    the same store."""
+    job = write_job(size=(48, 32), frames=12, width=("3", "1e-150"), center=("0", NEAR_I),
                     tile=(16, 16), max_iter="auto")
     single = tmp_path / "single.h5"
     first = run_farm("render", str(job), "--store", str(single), "--no-video", "--quiet")

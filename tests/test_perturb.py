@@ -85,8 +85,10 @@ def test_auto_goes_from_f64_to_perturbation():
     assert set(fmts[:k]) == {"f64"} and set(fmts[k:]) == {"perturb"}
     assert not precision.resolves("f64", plan.frames[k].log10_spacing)
     assert plan.reference_needs() == (plan.frames[-1].bits, plan.frames[-1].max_iter)
+    # no depth limit but the deltas' exponent range (2^-(2^28), about 1e-80807124)
+    assert make_plan(make_spec(width=("4", "1e-3100"), frames=2)).frames[-1].precision == "perturb"
     with pytest.raises(SpecError, match="beyond every format"):
-        make_plan(make_spec(width=("4", "1e-3100"), frames=2))
+        make_plan(make_spec(width=("4", "1e-90000000"), frames=2))
 
 
 def test_no_jump_where_the_zoom_enters_perturbation(cl_device):
@@ -118,14 +120,15 @@ def _render_frame(cl_device, plan, frame):
 
 
 def test_references_are_stored_and_survive_resume(tmp_path, write_job):
-    """A zoom whose frames use several references (nuclei of growing periods along the
-    zoom into c = i): they are chosen once, stored, read back on resume, and the resumed
-    store equals an uninterrupted render."""
-    job = write_job(size=(48, 32), frames=16, width=("3", "1e-200"), center=("0", "1"),
+    """A zoom whose frames use several references (the Misiurewicz point c = i for the
+    frames it reaches, the centre 1e-100 from it for the deeper ones): they are chosen
+    once, stored, read back on resume, and the resumed store equals an uninterrupted
+    render."""
+    job = write_job(size=(48, 32), frames=16, width=("3", "1e-200"), center=("0", NEAR_I),
                     tile=(16, 16), max_iter="auto")
     ref = tmp_path / "ref.h5"
     first = run_farm("render", str(job), "--store", str(ref), "--no-video", "--quiet")
-    assert first.returncode == 0 and "farm: reference: nucleus of period" in first.stderr
+    assert first.returncode == 0 and "farm: reference: Misiurewicz point" in first.stderr
     store = tmp_path / "s.h5"
     killed = run_farm("render", str(job), "--store", str(store), "--no-video", "--quiet",
                       env={"FARM_TEST_CRASH_AT": "before-flags:20"})
@@ -145,7 +148,9 @@ def test_references_are_stored_and_survive_resume(tmp_path, write_job):
 
 
 REFERENCE_DATASETS = ("reference/orbits", "reference/starts", "reference/point", "reference/bits",
-                      "reference/period", "frames/reference")
+                      "reference/period", "reference/orbit_exp", "reference/wrap",
+                      "frames/reference")
+NEAR_I = "1." + "0" * 99 + "1"  # 1 + 1e-100
 
 
 def test_counts_match_reference_at_1e_1000(cl_device, reference):

@@ -22,6 +22,17 @@ def test_defaults_and_canonical_round_trip():
     assert specmod.spec_hash(again) == specmod.spec_hash(spec)
 
 
+def test_centres_of_any_length_parse():
+    """A deep centre has as many digits as its depth: 40,000 digits (beyond Python's
+    4300-digit limit on int() of a string, which Fraction went through) parse, keep
+    every digit and round-trip through the canonical text."""
+    digits = "".join(str((7 * k * k + 3) % 10) for k in range(40_000))
+    re, im = "-0.75" + digits, "0.1" + digits[::-1]
+    spec = make_spec(center=(re, im), width=("1e-39990", "1e-39990"))
+    assert spec.view.center == (re, im)
+    assert specmod.parse_text(specmod.canonical_text(spec)) == spec
+
+
 def test_single_width_string_means_a_still():
     spec = specmod.parse_text(job_text().replace('width = ["3", "3"]', 'width = "2.5"'))
     assert spec.view.width == ("2.5", "2.5")
@@ -50,6 +61,9 @@ BAD = [
      "render.precision"),
     ("tiny tile", lambda t: t.replace("tile = [16, 16]", "tile = [1, 16]"), "render.tile[0]"),
     ("store suffix", lambda t: t + '[output]\nstore = "out.txt"\n', "output.store"),
+    ("absurd exponent", lambda t: t.replace('width = ["3", "3"]', 'width = ["3", "1e-99999999999999999999"]'),
+     "view.width[1]"),
+    ("far centre, long", lambda t: t.replace('"-0.75"', '"-1001.' + "7" * 5000 + '"'), "view.center[0]"),
 ]
 
 

@@ -15,16 +15,61 @@ With samples (farm/plan/samples.py) sample k moves the pixel's offset by soff[k]
 from __future__ import annotations
 
 import cmath
+import functools
 import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+import numpy as np
+
 import farm.numerics as num
 from farm.numerics import period as per
 from farm.numerics.bla import EPS, OrbitMaps, SkipTable, empty_table, orbit_maps, skip_table_log2
+from farm.numerics.orbit import Orbit, laps
 from farm.plan import FramePlan, Plan, precision
-from farm.plan.references import References
+from farm.plan.references import Reference, References
+
+
+@dataclass(frozen=True)
+class DeviceOrbit:
+    """A reference's orbit as the kernels read it (kernels/perturb.cl): its points (a
+    Misiurewicz point's with laps of its cycle: farm/numerics/orbit.laps), where pixels
+    go on after the last point, and what their delta gains there, Z(L-1) - Z(wrap) =
+    (delta[0] + i delta[1]) 2^delta[2] (a Misiurewicz point's is 0 to its precision)."""
+
+    points: Orbit
+    wrap: int
+    delta: tuple[float, float, int]
+
+
+@functools.lru_cache(maxsize=8)
+def device_orbit(ref: Reference, iterations: int) -> DeviceOrbit:
+    """``ref``'s orbit for frames of up to ``iterations`` iterations (see DeviceOrbit)."""
+    if ref.kind == "misiurewicz":
+        return DeviceOrbit(laps(ref.points, ref.wrap, iterations), ref.wrap, (0.0, 0.0, 0))
+    last = ref.points.mant[-1]
+    return DeviceOrbit(ref.points, 0, (float(last[0]), float(last[1]), int(ref.points.exps[-1])))
+
+
+LAP_MARGIN = 2.0  # a Misiurewicz orbit's laps cover twice the steps its pixels need
+
+
+def frame_orbit(plan: Plan, refs: References, k: int) -> DeviceOrbit:
+    """Reference k's device orbit, for the largest iteration limit of its frames; a
+    Misiurewicz point's laps only as far as its deepest frame's pixels go: a pixel
+    leaves the point's neighbourhood once its delta, about its offset |dc| times
+    |dz/dc| at the preperiod, has grown to 1 at the cycle's pace, and one that goes on
+    wraps back to the cycle (laps cost skip-table rows, 28 doubles a point)."""
+    mine = [plan.frames[i] for i, r in enumerate(refs.frame_ref) if r == k]
+    iterations = max(f.max_iter for f in mine)
+    ref = refs.refs[k]
+    if ref.kind == "misiurewicz":
+        log2_pace = float(np.mean(1.0 + ref.points.log2_abs[ref.wrap:-1]))  # per step
+        depth = -min(f.log10_spacing for f in mine) * math.log2(10)
+        need = ref.wrap + LAP_MARGIN * depth / max(log2_pace, 0.05) + 1024
+        iterations = min(iterations, int(need))
+    return device_orbit(ref, iterations)
 
 
 @dataclass(frozen=True)
@@ -55,7 +100,7 @@ class MapsCache:
         with self._lock:  # (a second thread waits rather than building them again)
             key = (index, high)
             maps = self._maps.get(key)
-            if maps is None:
+            if maps is None or maps.orbit is not orbit:
                 maps = self._maps[key] = orbit_maps(orbit, high)
                 while len(self._maps) > self.KEEP:
                     self._maps.popitem(last=False)
@@ -90,9 +135,10 @@ def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bo
         # start its orbit again with large deltas, in double frames; they cost 2-3 times
         # the host time of a quadratic table, which long centre orbits would feel
         high = high_degree and ref.period > 0 and not fx
-        table = skip_table_log2(ref.orbit, log2_dc_max, eps, floatexp=fx, high=high,
+        orbit = frame_orbit(plan, refs, k).points.values
+        table = skip_table_log2(orbit, log2_dc_max, eps, floatexp=fx, high=high,
                                 log2_r_esc=math.log2(float(plan.spec.iterations.escape_radius)),
-                                maps=None if maps is None else maps.get(k, ref.orbit, high))
+                                maps=None if maps is None else maps.get(k, orbit, high))
     lam: tuple[complex, int] = (0j, 0)
     if interior and ref.period > 0 and math.isfinite(ref.log2_scale):
         e = math.floor(ref.log2_scale) + 1

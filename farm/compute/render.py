@@ -59,7 +59,7 @@ from farm.compute import programs
 from farm.compute.device import DeviceInfo
 from farm.compute.events import wait_quietly
 from farm.compute.launch import LaunchConfig
-from farm.compute.perturbation import PerturbedFrame
+from farm.compute.perturbation import PerturbedFrame, frame_orbit
 from farm.compute.prep import FramePrep
 from farm.numerics.bla import device_layout
 from farm.numerics.encode import ENCODERS
@@ -213,7 +213,7 @@ class TileRenderer:
         self.skipping = skipping
         self.count_steps = count_steps
         self.references = references
-        self._orbits: dict[int, cl.Buffer] = {}  # reference index -> its orbit, uploaded once
+        self._orbits: dict[tuple[int, bool], list] = {}  # (reference, floatexp) -> orbit args
         self._soff: cl.Buffer | None = None  # perturbed frames' sample offsets (samples > 1)
         if count_steps:
             npix = plan.grid.tile_w * plan.grid.tile_h
@@ -275,20 +275,29 @@ class TileRenderer:
         (row, sample), sample k of column i at i * N + k."""
         return self._host_state(frame)
 
-    def _orbit(self, k: int) -> cl.Buffer:
-        """Reference k's orbit on the device, uploaded on first use."""
-        if k not in self._orbits:
+    def _orbit(self, k: int, fx: bool) -> list:
+        """Reference k's orbit arguments (kernels/perturb.cl: orbit, orbit_e, orbit_len,
+        wrap_to, wrap_m, wrap_e), its buffers uploaded on first use: doubles, or for
+        floatexp frames mantissas and exponents (farm/numerics/orbit.py)."""
+        if (k, fx) not in self._orbits:
             if self.references is None:
                 raise RuntimeError("a perturbed frame needs its reference orbit")
-            orbit = np.ascontiguousarray(self.references.refs[k].orbit, dtype=np.float64)
-            self._orbits[k] = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                                        hostbuf=orbit)
-        return self._orbits[k]
+            dev = frame_orbit(self.plan, self.references, k)
+            mf = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+            values = dev.points.mant if fx else dev.points.values
+            exps = dev.points.exps if fx else np.zeros(1, np.int32)
+            self._orbits[k, fx] = [
+                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(values, dtype=np.float64)),
+                cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(exps, dtype=np.int32)),
+                np.uint32(len(dev.points)), np.uint32(dev.wrap),
+                np.array(dev.delta[:2], dtype=np.float64).view(clt.double2)[0], np.int32(dev.delta[2])]
+        return self._orbits[k, fx]
 
     def _frame_args(self, frame: FramePlan) -> tuple[list, list, list]:
         """The per-frame kernel arguments of a perturbed frame, in three parts around
-        the tile's position (kernels/perturb.cl): (orbit, length), (reference offset,
-        half pixel spacing as mantissa and exponent: the flat tile's), then the escape
+        the tile's position (kernels/perturb.cl): (the orbit and its wrap: _orbit),
+        (reference offset, half pixel spacing as mantissa and exponent: the flat
+        tile's), then the escape
         radius squared, the skip table (maps and radii buffers in the kernels' layout,
         rows, levels, pre-check shift; no levels when skipping is off) and lambda' of a
         nucleus reference. The device buffers are made once per renderer and frame."""
@@ -298,7 +307,7 @@ class TileRenderer:
             t = pf.table
             mf = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
             assert self.references is not None
-            head = [self._orbit(pf.ref), np.uint32(len(self.references.refs[pf.ref].orbit))]
+            head = self._orbit(pf.ref, frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10)
             flat = [np.array(pf.ref_off, dtype=np.float64).view(clt.double2)[0],
                     np.float64(pf.h_m), np.int32(pf.h_e), *self._sample_offsets()]
             coef, radius = device_layout(t)

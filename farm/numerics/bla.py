@@ -51,7 +51,10 @@ never skipped; for a nucleus of period p, L - 1 = p: maps run up to the period, 
 pixel wraps to Z(0) at p with one exact step). Level 0 (single steps) is left empty: a
 single step is the loop's own. Quadratic coefficients whose terms are negligible at the
 map's radius (below 2^-64 of the linear ones) are stored as 0, so that deep maps stay
-representable; maps whose coefficients still do not fit a double get radius 0. Frames
+representable; maps whose coefficients still do not fit a double get radius 0, and so
+do maps across a step whose |Z| is below 2^-960 (an orbit near 0 at great depth: in a
+double such a Z has lost bits or underflowed; the floatexp kernel steps there one at a
+time with Z's exponent, farm/numerics/orbit.py). Frames
 with pixel spacings below 1e-305 (floatexp deltas) get the same table with log2 radii
 (``log2_radii``): their radii span more than a double's range. The kernels read the
 table in another order, one map a row at the middle of the steps it covers, with radii
@@ -70,6 +73,7 @@ from farm.numerics import highdegree as hd
 EPS = 2.0**-53
 COLUMNS = 2 * len(hd.TERMS)  # a map's 14 coefficients A .. N as (re, im) pairs (F .. N: highdegree.py)
 NEGLIGIBLE_LOG2 = -64.0  # quadratic terms below 2^-64 of the linear ones are dropped
+TINY = 2.0**-960  # a map across a step whose |Z| is below this is never valid (see below)
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,7 @@ def _merge(m1: dict, m2: dict) -> dict:
         "la": _lsum(m1["la"], lC1 + m2["lal"], 2 * lA1 + m2["la"]),
         "lb": _lsum(m1["lb"], lD1 + m2["lal"], 1 + lA1 + lB1 + m2["la"], lA1 + m2["lb"]),
         "lg": _lsum(m1["lg"], lE1 + m2["lal"], 2 * lB1 + m2["la"], lB1 + m2["lb"], m2["lg"]),
+        "tiny": m1["tiny"] | m2["tiny"],
     }
 
 
@@ -180,7 +185,8 @@ def orbit_maps(orbit: np.ndarray, high: bool) -> OrbitMaps:
         ninf = np.full(steps, -np.inf)
         level = {"A": 2.0 * zm, "B": one, "C": one, "D": zero, "E": zero,
                  "lC": np.zeros(steps), "lD": ninf, "lE": ninf,
-                 "lal": -_log2abs(zm), "la": ninf, "lb": ninf, "lg": ninf}
+                 "lal": -_log2abs(zm), "la": ninf, "lb": ninf, "lg": ninf,
+                 "tiny": np.abs(zm) < TINY}
         levels = []
         while len(level["A"]) >= 2:
             n = len(level["A"]) // 2
@@ -213,7 +219,8 @@ def skip_table_log2(orbit: np.ndarray, log2_dc_max: float, eps: float = EPS,
                                [lr for _, lr in finished])
             finished = [_with_high(q, c) for q, c in zip(finished, high4, strict=True)]
         rows, radii = [np.zeros((0, COLUMNS))], [np.zeros(0)]  # level 0: single steps, not stored
-        for coef, lr in finished:
+        for (coef, lr), level in zip(finished, maps.quadratic, strict=True):
+            lr = np.where(level["tiny"], -np.inf, lr)  # across a Z below 2^-960: never
             rows.append(coef)
             radii.append(lr if floatexp else np.exp2(lr))
     offsets = np.cumsum([0] + [len(r) for r in radii]).astype(np.uint32)

@@ -1,9 +1,12 @@
-"""Reference points for perturbation, in arbitrary precision (gmpy2, MPFR): the view
-centre's orbit scanned for periods, Newton's method to a nucleus, reference orbits,
-attracting cycles, and distance estimates from a point to the Mandelbrot set.
+"""Reference points for perturbation, in arbitrary precision (gmpy2, MPFR): orbits at
+the depth's precision (on two threads at great depths), Newton's method to nuclei and
+Misiurewicz points, attracting cycles, and distance estimates from a point to the
+Mandelbrot set. The scan of the view centre's orbit, which uses these, is
+farm/numerics/scan.py (``scan`` here calls it).
 
 This is the one module that imports gmpy2 (MPFR/MPC: about ten times faster than
-mpmath for the long orbits here). Every function takes its points as decimal strings
+mpmath for the long orbits here; farm/numerics/mpfr_threads.py calls the same MPFR
+through ctypes, on two threads). Every function takes its points as decimal strings
 or gmpy2 numbers and a precision in bits; it returns doubles, ints or decimal
 strings, so no gmpy2 number leaves the module except through :class:`Point`.
 
@@ -14,19 +17,27 @@ Notation: f_c(z) = z^2 + c, z_0 = 0, z_n = f_c^n(0); ``dz_n`` = d z_n / d c.
   lowest n at which that disc holds 0 is the period of the lowest-period atom (a
   hyperbolic component and its domain) that the disc meets.
 * A nucleus of period p is a root of z_p(c) = 0: Newton's method c <- c - z_p / dz_p.
+* A Misiurewicz point of preperiod k and period q is a root of z_{k+q}(c) - z_k(c)
+  whose orbit lands on its (repelling) q-cycle exactly at step k.
 * A hyperbolic component of period p: the points c with an attracting cycle of period
   p; its multiplier lambda = (f^p)'(w) at a cycle point w has |lambda| < 1 inside.
+* Orbits at depth: one step is two multiplications of b-bit numbers (about b^1.6
+  each); from mpfr_threads.THREAD_BITS up they run at once on two threads
+  (ThreadedOrbiter; Newton's method: six products a step, three a thread).
 """
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import gmpy2
-import numpy as np
 from gmpy2 import mpc, mpfr
+
+from farm.numerics import mpfr_threads
+from farm.numerics.orbit import TINY_LOG2, Derivative, Orbit, Recorder, pair
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,14 @@ def offset_in(center: Sequence[str], ref: Point, unit_mantissa: float, unit_exp:
         return float(diff.real / u), float(diff.imag / u)
 
 
+def moved(center: Sequence[str], dx: float, dy: float, exp: int, bits: int) -> tuple[str, str]:
+    """centre + (dx + i dy) 2^exp at ``bits`` bits, as decimal strings (any depth)."""
+    with _prec(bits):
+        step = mpc(gmpy2.mul_2exp(mpfr(dx), exp), gmpy2.mul_2exp(mpfr(dy), exp))
+        p = point(parse(center, bits) + step, bits)
+    return p.re, p.im
+
+
 def log2_distance(a: Point, center: Sequence[str]) -> float:
     """log2 |a - centre| (-inf when they are equal), at any depth."""
     bits = a.bits + 64
@@ -94,148 +113,271 @@ def log2_abs(x: mpc | mpfr) -> float:
 
 
 # ---------------------------------------------------------------------- orbits
-def orbit(c: mpc, bits: int, steps: int, r2: float, progress: Callable[[int], None] | None = None
-          ) -> np.ndarray:
-    """Z(0) = 0 .. Z(L-1) of c at ``bits`` bits, each rounded to doubles: an (L, 2)
-    float64 array, L - 1 = steps, or the last n before |Z(n)|^2 > r2 when c escapes
-    sooner. ``progress(n)`` is called every 4096 steps."""
-    out = np.zeros((steps + 1, 2), dtype=np.float64)
+class GmpyOrbiter:
+    """z <- z^2 + c at ``bits`` bits with gmpy2 on this thread, one step at a time, as
+
+        x' = (x + y)(x - y) + cr        y' = 2 x y + ci
+
+    (two multiplications a step; x^2 - y^2 and 2 x y took three, 20-25% slower at 30k
+    to 100k digits, and cancel where x ~ y). ``z`` starts at 0 unless given."""
+
+    def __init__(self, c: mpc, bits: int, z: mpc | None = None):
+        self.bits = bits
+        with _prec(bits):
+            self._cr, self._ci = +c.real, +c.imag
+            self._x, self._y = (mpfr(0), mpfr(0)) if z is None else (+z.real, +z.imag)
+        self._ctx = gmpy2.context(gmpy2.get_context(), precision=bits)
+
+    def step(self) -> None:
+        x, y = self._x, self._y
+        with self._ctx:
+            self._x = (x + y) * (x - y) + self._cr
+            self._y = gmpy2.mul_2exp(x * y, 1) + self._ci
+
+    def point(self) -> tuple[float, float, int]:
+        """z as (zr, zi, e): farm/numerics/orbit.py's pair (any depth)."""
+        fx, fy = float(self._x), float(self._y)
+        if max(abs(fx), abs(fy)) >= TINY:
+            return fx, fy, 0
+        (ex, mx), (ey, my) = gmpy2.frexp(self._x), gmpy2.frexp(self._y)
+        return pair(float(mx), ex, float(my), ey)
+
+    def value(self) -> mpc:
+        with _prec(self.bits):
+            return mpc(self._x, self._y)
+
+    def save(self) -> object:
+        return self._x, self._y
+
+    def close(self) -> None:
+        pass
+
+
+TINY = 2.0**TINY_LOG2
+
+
+class ThreadedOrbiter:
+    """:class:`GmpyOrbiter` on two threads (farm/numerics/mpfr_threads.py); numbers
+    cross as exact base-16 texts."""
+
+    def __init__(self, c: mpc, bits: int, z: mpc | None = None):
+        self.bits = bits
+        start = ("0", "0") if z is None else (_hex(z.real, bits), _hex(z.imag, bits))
+        self._run = mpfr_threads.Orbiter((_hex(c.real, bits), _hex(c.imag, bits)), bits, start, 16)
+
+    def step(self) -> None:
+        self._run.step()
+
+    def point(self) -> tuple[float, float, int]:
+        return pair(*self._run.parts())
+
+    def value(self) -> mpc:
+        x, y = self._run.hex()
+        with _prec(self.bits):
+            return mpc(mpfr(x, self.bits, 16), mpfr(y, self.bits, 16))
+
+    def save(self) -> object:
+        return self.value()
+
+    def close(self) -> None:
+        self._run.close()
+
+
+def _hex(x: mpfr, bits: int) -> str:
+    """x exactly in base 16, as MPFR reads it back ("-0.1a2b@3" = -0.1a2b x 16^3)."""
     with _prec(bits):
-        cr, ci = +c.real, +c.imag
-        x = y = xx = yy = mpfr(0)
+        digits, exp, _ = (+x).digits(16)
+    if not digits.strip("-0"):
+        return "0"
+    sign = "-" if digits.startswith("-") else ""
+    return f"{sign}0.{digits.lstrip('-')}@{exp}"
+
+
+def orbiter(c: mpc, bits: int, z: mpc | None = None) -> GmpyOrbiter | ThreadedOrbiter:
+    """The fastest orbit stepper for ``bits`` here: two threads from
+    mpfr_threads.THREAD_BITS up where MPFR loads and two cores are free to run them,
+    else gmpy2 (close() it after use)."""
+    if bits >= mpfr_threads.THREAD_BITS and mpfr_threads.available():
+        return ThreadedOrbiter(c, bits, z)
+    return GmpyOrbiter(c, bits, z)
+
+
+def restart(c: mpc, bits: int, saved: object) -> GmpyOrbiter | ThreadedOrbiter:
+    """An orbiter going on from a point that ``save()`` returned."""
+    if isinstance(saved, tuple):
+        with _prec(bits):
+            return orbiter(c, bits, mpc(*saved))
+    return orbiter(c, bits, saved)
+
+
+def orbit(c: mpc, bits: int, steps: int, r2: float, progress: Callable[[int], None] | None = None
+          ) -> Orbit:
+    """Z(0) = 0 .. Z(L-1) of c at ``bits`` bits, rounded as farm/numerics/orbit.py keeps
+    them: L - 1 = steps, or the last n before |Z(n)|^2 > r2 when c escapes sooner.
+    ``progress(n)`` is called every 4096 steps."""
+    rec = Recorder()
+    run = orbiter(c, bits)
+    try:
         for n in range(1, steps + 1):
-            y = 2 * x * y + ci
-            x = xx - yy + cr
-            xx, yy = x * x, y * y
-            fx, fy = float(x), float(y)
-            if fx * fx + fy * fy > r2:
-                return out[:n]
-            out[n] = fx, fy
+            run.step()
+            zr, zi, e = run.point()
+            if not e and zr * zr + zi * zi > r2:
+                break
+            rec.add(zr, zi, e)
             if progress and n % 4096 == 0:
                 progress(n)
-    return out
+    finally:
+        run.close()
+    return rec.orbit()
 
 
-@dataclass(frozen=True)
-class Scan:
-    """What the orbit of the view centre tells (see :func:`scan`).
-
-    periods[k]   lowest n with |z_n| < radii[k] |dz_n| (0: none within the steps run)
-    escaped      the n with |z_n| > 2 where the orbit escaped (0: it did not)
-    log2_de      log2 of the exterior distance estimate 2 |z| ln|z| / |dz| at a large
-                 |z| (when escaped; the distance to the set is between a quarter of it
-                 and it), else None
-    returns      q > 0: the orbit came back to within 2^-48 of where it was q steps
-                 before, and c has an attracting q-cycle (attracting_cycle); else 0
-    steps        iterations run
-    cycle        that attracting cycle when returns > 0 (its multiplier and interior
-                 distance estimate), else None
-    """
-
-    periods: tuple[int, ...]
-    escaped: int
-    log2_de: float | None
-    returns: int
-    steps: int
-    cycle: Cycle | None = None
-
-
-RETURN_LOG2 = -48  # a return closer than 2^-48 (relative) hints at an attracting cycle
-
-
-def scan(center: Sequence[str], bits: int, log2_radii: Sequence[float], max_iter: int,
-         period_steps: int | None = None) -> Scan:
-    """Iterate the centre c with its derivative, finding for each disc radius r (given
-    as log2 r, so that depths beyond double's range work) the lowest period n with
-    |z_n| < r |dz_n|, and watching for an escape or a return (Brent's cycle finding:
-    z is compared with its value at the last power of two, in doubles). Stops at an
-    escape (its distance estimate from a second pass with the derivative), at a return,
-    or after ``max_iter`` steps, or ``period_steps`` (default the same) while some radius
-    has no period yet (callers cap both to bound the cost). A radius whose period is not
-    found by then gets 0 (an attracted orbit never comes near 0 again)."""
-    radii = list(log2_radii)
-    order = sorted(range(len(radii)), key=lambda k: -radii[k])  # widest disc first
-    periods = [0] * len(radii)
-    steps = max(max_iter, period_steps or 0)
-    tiny = 2.0 ** RETURN_LOG2
-    nxt, n = 0, 0
-    with _prec(bits):
-        c = parse(center, bits)
-        # |z| < r |dz| as |z|^2 < r^2 |dz|^2 (mpfr: any depth)
-        r2 = [gmpy2.mul_2exp(mpfr(2.0 ** (2 * radii[k] - math.floor(2 * radii[k]))),
-                             math.floor(2 * radii[k])) for k in order]
-        z = dz = saved_z = mpc(0)
-        saved, saved_at, watch = 0j, 0, True
-        pending: tuple[int, int, mpc, mpfr] | None = None  # (q, when, z then, |move|)
+def preperiodic_orbit(c: mpc, period: int, bits: int, steps: int) -> tuple[Orbit, int] | None:
+    """(Z(0) .. Z(k + q), k) for a Misiurewicz point c whose cycle has period q =
+    ``period``: k is its preperiod, the least k with z_{k+q} = z_k to c's precision
+    (|z_{k+q} - z_k| <= 2^(24 - bits) |dz_{k+q}|: a Newton root at ``bits`` bits is
+    that close, a point of lower preperiod 2^(-view) |dz| away, 2^70 farther); at full
+    precision, since a point near one of lower preperiod shadows its cycle for long
+    within a double's resolution. None when the orbit escapes or does not repeat
+    within ``steps``."""
+    run, rec, dz = orbiter(c, bits), Recorder(), Derivative()
+    ring: collections.deque = collections.deque(maxlen=period + 1)
+    ring.append(mpc(0))
+    try:
         for n in range(1, steps + 1):
-            if nxt < len(order):  # the derivative, while periods are looked for
-                dz = 2 * z * dz + 1
-            z = z * z + c
-            zf = complex(z)
-            if zf.real * zf.real + zf.imag * zf.imag > 4:
-                return Scan(tuple(periods), n, _exterior_de(c, n), 0, n)
-            if nxt < len(order):
-                az2, adz2 = gmpy2.norm(z), gmpy2.norm(dz)
-                while nxt < len(order) and az2 < r2[nxt] * adz2:
-                    periods[order[nxt]] = n
-                    nxt += 1
-            elif n > max_iter:
-                break
-            if pending is not None and n == pending[1]:
-                # a return: attracted when the next period moves z less than the last
-                # (at full precision: the moves can be far below a double's resolution)
-                q, _, then, moved = pending
-                cycle = attracting_cycle(c, q, bits, z) if abs(z - then) <= moved else None
-                if cycle is not None:
-                    return Scan(tuple(periods), 0, None, q, n, cycle)
-                pending, watch = None, False  # repelling (a Misiurewicz point): scan on
-            elif watch and pending is None and abs(zf - saved) < tiny * max(abs(zf), 1.0):
-                pending = (n - saved_at, 2 * n - saved_at, z, abs(z - saved_z))
-            if n & (n - 1) == 0:  # a power of two: the next comparisons are with z_n
-                saved, saved_z, saved_at = zf, z, n
-    return Scan(tuple(periods), 0, None, 0, min(n, steps))
-
-
-def _exterior_de(c: mpc, escaped: int) -> float:
-    """log2 of 2 |z| ln|z| / |dz| of c's orbit once |z| > 2^16, past its escape at
-    ``escaped`` (iterated again from 0, with the derivative)."""
-    z = dz = mpc(0)
-    for n in range(escaped + 64):
-        if n >= escaped and log2_abs(z) > 16:
-            break
-        dz = 2 * z * dz + 1
-        z = z * z + c
-    lz = log2_abs(z)
-    return 1 + math.log2(lz) + math.log2(math.log(2)) + lz - log2_abs(dz)
+            dz.step(rec.re[n - 1], rec.im[n - 1], rec.ex[n - 1])
+            run.step()
+            zr, zi, e = run.point()
+            if not e and zr * zr + zi * zi > 4:
+                return None
+            rec.add(zr, zi, e)
+            ring.append(run.value())
+            if n >= period and log2_abs(ring[-1] - ring[0]) <= 24 - bits + dz.log2_abs:
+                return rec.orbit(), n - period
+    finally:
+        run.close()
+    return None
 
 
 # ---------------------------------------------------------------------- nuclei
-def nucleus(guess: mpc, period: int, bits: int, max_steps: int = 64) -> mpc | None:
+class _GmpyNewton:
+    """z and dz = d z / dc together, z <- z^2 + c, dz <- 2 z dz + 1, with gmpy2's
+    complex numbers (one thread)."""
+
+    def __init__(self, c: mpc, bits: int):
+        self.c, self.z, self.dz = c, mpc(0), mpc(0)
+
+    def step(self) -> None:
+        self.dz = 2 * self.z * self.dz + 1
+        self.z = self.z * self.z + self.c
+
+    def value(self) -> mpc:
+        return self.z
+
+    def derivative(self) -> mpc:
+        return self.dz
+
+    def close(self) -> None:
+        pass
+
+
+class _ThreadedNewton:
+    """_GmpyNewton on two threads (mpfr_threads.NewtonOrbiter)."""
+
+    def __init__(self, c: mpc, bits: int):
+        self.bits = bits
+        self._run = mpfr_threads.NewtonOrbiter((_hex(c.real, bits), _hex(c.imag, bits)), bits, 16)
+
+    def step(self) -> None:
+        self._run.step()
+
+    def _mpc(self, parts: tuple[str, str]) -> mpc:
+        with _prec(self.bits):
+            return mpc(mpfr(parts[0], self.bits, 16), mpfr(parts[1], self.bits, 16))
+
+    def value(self) -> mpc:
+        return self._mpc(self._run.hex())
+
+    def derivative(self) -> mpc:
+        return self._mpc(self._run.derivative_hex())
+
+    def close(self) -> None:
+        self._run.close()
+
+
+def _newton_orbiter(c: mpc, bits: int) -> _GmpyNewton | _ThreadedNewton:
+    """z with its derivative, on two threads where orbiter() would use them."""
+    if bits >= mpfr_threads.THREAD_BITS and mpfr_threads.available():
+        return _ThreadedNewton(c, bits)
+    return _GmpyNewton(c, bits)
+
+
+def nucleus(guess: mpc, period: int, bits: int, max_steps: int = 64, divide: bool = True
+            ) -> mpc | None:
     """A nucleus of exact period ``period`` (z_p(c) = 0, z_k(c) != 0 for k < p) that
     Newton's method reaches from ``guess``, to ``bits`` bits, or None when it does not
     converge. Roots of lower periods k | p are divided out (Newton runs on
     z_p / prod z_k), so that a satellite of period p next to a nucleus of period k
-    is found, not that nucleus."""
-    divisors = {k for k in range(1, period) if period % k == 0}
+    is found, not that nucleus; ``divide`` False runs plain Newton on z_p (a root of
+    any period dividing p: lowest_return tells which)."""
+    divisors = {k for k in range(1, period) if period % k == 0} if divide else set()
     with _prec(bits):
         c = +guess
         tol = mpfr(2) ** (-bits + 8)
         for _ in range(max_steps):
-            z = dz = mpc(0)
+            run = _newton_orbiter(c, bits)
             lower = mpc(0)  # sum of dz_k / z_k over the divisors k
-            for k in range(1, period + 1):
-                dz = 2 * z * dz + 1
-                z = z * z + c
-                if k in divisors:
-                    if z == 0:
-                        return None
-                    lower += dz / z
+            try:
+                for k in range(1, period + 1):
+                    run.step()
+                    if k in divisors:
+                        z = run.value()
+                        if z == 0:
+                            return None
+                        lower += run.derivative() / z
+                z, dz = run.value(), run.derivative()
+            finally:
+                run.close()
             if z == 0:
                 return c
             slope = dz / z - lower  # (log h)' for h = z_p / prod z_k
             if slope == 0 or not gmpy2.is_finite(slope.real) or not gmpy2.is_finite(slope.imag):
                 return None
             step = 1 / slope
+            c = c - step
+            if abs(step) <= tol * max(abs(c), mpfr(1)):
+                return c
+    return None
+
+
+def misiurewicz(guess: mpc, preperiod: int, period: int, bits: int, max_steps: int = 64,
+                other_than: mpc | None = None) -> mpc | None:
+    """A Misiurewicz point c, z_{k+p}(c) = z_k(c) for k = ``preperiod`` and p =
+    ``period``, that Newton's method reaches from ``guess`` (c <- c - g / g' with g =
+    z_{k+p} - z_k), to ``bits`` bits, or None when it does not converge. Points of a
+    lower preperiod (and nuclei of periods dividing p) are roots too: the caller checks
+    the orbit it gets (preperiodic_orbit). ``other_than``: a root to
+    divide out (Newton on g / (c - r): deflation), so that Newton started near a
+    known point finds another."""
+    with _prec(bits):
+        c = +guess
+        tol = mpfr(2) ** (-bits + 8)
+        for _ in range(max_steps):
+            run = _newton_orbiter(c, bits)
+            zk = dzk = mpc(0)
+            try:
+                for n in range(1, preperiod + period + 1):
+                    run.step()
+                    if n == preperiod:
+                        zk, dzk = run.value(), run.derivative()
+                z, dz = run.value(), run.derivative()
+            finally:
+                run.close()
+            g, slope = z - zk, dz - dzk
+            if other_than is not None:
+                slope = slope - g / (c - other_than)  # (g / (c - r))' (c - r)
+            if slope == 0 or not gmpy2.is_finite(slope.real) or not gmpy2.is_finite(slope.imag):
+                return None
+            step = g / slope
             c = c - step
             if abs(step) <= tol * max(abs(c), mpfr(1)):
                 return c
@@ -308,3 +450,10 @@ def attracting_cycle(c: mpc, period: int, bits: int, start: mpc | None = None,
             return Cycle(float(lam), math.inf)
         de = (1 - lam * lam) / denom
         return Cycle(float(lam), log2_abs(de))
+
+
+def scan(*args, **kwargs):
+    """The centre's scan: farm/numerics/scan.py (kept here for its callers)."""
+    from farm.numerics.scan import scan as run
+
+    return run(*args, **kwargs)

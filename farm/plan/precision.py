@@ -24,9 +24,12 @@ MIN_SPACING = {
     "quad-single": 4.2e-26,
 }
 # perturb: deltas are relative to the view, so no coordinate format limits it (below
-# double's range the kernel switches to floatexp deltas); what limits depth is the
-# reference orbit's cost, and this bound keeps it sane.
-PERTURB_MIN_LOG10_SPACING = -3000.0
+# double's range the kernel switches to floatexp deltas). What bounds depth is the
+# deltas' exponent range: 32-bit exponents (kernels/perturb.cl; 0 sits at -2^30), and
+# a delta's square must stay within them, so spacings down to 2^-(2^28), about
+# 1e-80807124. Far above that, memory and time bound it: the reference orbit at the
+# depth's precision (farm/plan/reference_cost.py states both before any work).
+PERTURB_MIN_LOG10_SPACING = -(2.0**28) * math.log10(2.0)
 # Below this pixel spacing, pixel offsets stop being normal doubles: perturbation runs
 # floatexp deltas (kernels/perturb.cl), with the same iteration skipping.
 PERTURB_FX_BELOW_LOG10 = -305.0

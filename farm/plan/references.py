@@ -6,17 +6,26 @@ minibrot near the view: its orbit returns to 0 after its period p, so it is comp
 for one period and reused (the kernel wraps at p), pixels near the minibrot follow it
 period after period, and the skip tables can take whole periods. Selection, per zoom:
 
-1. The view centre's orbit is scanned once (farm.numerics.period.scan) for the period
+1. The view centre's orbit is scanned once (farm/numerics/scan.py) for the period
    of the lowest-period atom each frame's disc meets (the disc holds the view: radius
-   half the diagonal).
-2. Newton's method from the centre finds a nucleus of a frame's period. Frames go
+   half the diagonal), and for a return onto a repelling cycle.
+2. Such a return (after m steps, onto a cycle of period q) means the centre is at or
+   near a Misiurewicz point of preperiod m and period q. That point serves every
+   frame it reaches (``NUCLEUS_REACH`` disc radii): its orbit is m + q steps long at
+   any depth (Z(m + q) = Z(m)), the kernels go round its cycle (laps of it,
+   farm/numerics/orbit.laps), and the skip tables take whole laps. The centre itself
+   is the point when Newton's step from it is below 2^-64 of a pixel (a centre that
+   `farm find` wrote): its scanned orbit is then the reference, and the scan the only
+   pass at the depth's precision. Else Newton's method finds the point. Frames out of
+   its reach go on to step 3.
+3. Newton's method from the centre finds a nucleus of a frame's period. Frames go
    deepest first, and a frame takes the lowest-period nucleus already found that lies
    within ``NUCLEUS_REACH`` radii of its disc (further away, deltas grow large) with a
    period at most ``REUSE_PERIODS`` times its own; only when there is none does Newton
    run for its own period (see _choose_nuclei).
-3. Frames without a usable nucleus (a centre outside the set, or inside a component
+4. Frames without a usable nucleus (a centre outside the set, or inside a component
    whose disc meets no atom of lower period) use the centre itself, iterated to the
-   frames' iteration limit or to its escape, as before. So do the units of an
+   frames' iteration limit or to its escape (the scan's orbit, when it went that far). So do the units of an
    exponential map (farm/plan/expmap.py: its polar tiles are offsets from the centre).
 
 Each distinct reference is stored once (store ``reference/*``), broadcast once to MPI
@@ -34,8 +43,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from farm.numerics import period as per
+from farm.numerics.orbit import Derivative, Orbit
+from farm.numerics.scan import Scan
 
 NUCLEUS_REACH = 4.0  # a nucleus serves a frame when it is within this many disc radii
+MISIUREWICZ = True  # a Misiurewicz point at or near the centre serves the frames it reaches
+EXACT_BELOW_PIXEL = 64  # the centre is the point when Newton's step is 2^-64 of a pixel or less
+# (False: nuclei for every frame, as before; tests and comparisons)
 REUSE_PERIODS = 4  # ... and its period at most this many times the frame's own
 
 
@@ -45,22 +59,34 @@ class Reference:
 
     point    the reference c (decimal strings exact at ``point.bits`` bits)
     period   p > 0: c is a nucleus of period p; the orbit holds Z(0) .. Z(p), Z(p) ~ 0,
-             and pixels wrap to Z(0) at p. 0: not periodic (the orbit ends at the
-             frames' iteration limit or before c escapes).
-    orbit    (L, 2) float64: Z(0) = 0 .. Z(L-1), rounded from ``point.bits`` bits
-    kind     "nucleus" or "center"
+             and pixels wrap to Z(0) at p. 0: not a nucleus
+    points   Z(0) = 0 .. Z(L-1), rounded from ``point.bits`` bits as
+             farm/numerics/orbit.py keeps them (a double mantissa and an exponent);
+             ``orbit`` is the same as (L, 2) float64 doubles
+    kind     "nucleus"; "misiurewicz": c is a Misiurewicz point of preperiod ``wrap``
+             and period L - 1 - wrap, its orbit Z(0) .. Z(wrap + period) with Z(wrap
+             + period) = Z(wrap) (to c's precision), and pixels wrap to Z(wrap) (the
+             kernels get laps of the cycle: device_orbit); "center": the view centre,
+             iterated to the frames' iteration limit or its escape
     log2_scale, angle  for a nucleus, lambda' = prod_{m=1}^{p-1} 2 Z(m) = 2^log2_scale
              e^(i angle): near the minibrot one period takes z to z_p + lambda' z^2, so
              w = lambda' z are the minibrot's own coordinates (the kernel's interior
              test, kernels/perturb.cl); 0 otherwise
+    wrap     where pixels go on at the orbit's end: 0, or a Misiurewicz point's preperiod
     """
 
     point: per.Point
     period: int
-    orbit: np.ndarray = field(compare=False, repr=False)
+    points: Orbit = field(compare=False, repr=False)
     kind: str = "center"
     log2_scale: float = 0.0
     angle: float = 0.0
+    wrap: int = 0
+
+    @property
+    def orbit(self) -> np.ndarray:
+        """(L, 2) float64: Z(0) .. Z(L-1) as doubles (below 1e-308 they underflow)."""
+        return self.points.values
 
 
 @dataclass(frozen=True)
@@ -113,12 +139,14 @@ def _log2_radius(plan, frame) -> float:
     return math.log2(math.hypot(w, h) / 2) + frame.log10_spacing * math.log2(10)
 
 
-def lambda_prime(orbit: np.ndarray) -> tuple[float, float]:
+def lambda_prime(points: Orbit) -> tuple[float, float]:
     """(log2 |lambda'|, arg lambda' in [0, 2 pi)) of lambda' = prod_{m=1}^{L-2} 2 Z(m),
-    for an orbit Z(0) .. Z(L-1) of a nucleus (summed as logs and angles: no overflow)."""
-    z = 2 * (orbit[1:-1, 0] + 1j * orbit[1:-1, 1])
-    with np.errstate(divide="ignore"):
-        return float(np.sum(np.log2(np.abs(z)))), float(np.sum(np.angle(z)) % (2 * math.pi))
+    for an orbit Z(0) .. Z(L-1) of a nucleus (summed as logs and angles: no overflow,
+    and no underflow where Z(m) is below double's range)."""
+    mant = points.mant[1:-1]
+    logs = 1.0 + points.log2_abs[1:-1]
+    angles = np.arctan2(mant[:, 1], mant[:, 0])
+    return float(np.sum(logs)), float(np.sum(angles) % (2 * math.pi))
 
 
 def select(plan, progress: Callable[[str], None] | None = None) -> References | None:
@@ -138,8 +166,24 @@ def select(plan, progress: Callable[[str], None] | None = None) -> References | 
         return References((centre,), tuple(0 if f.precision == "perturb" else -1 for f in plan.frames))
     radii = [_log2_radius(plan, f) for f in frames]
     steps, period_steps = _scan_steps(max_iter, bits)
-    scan = per.scan(center, bits, radii, steps, period_steps)
-    chosen = _choose_nuclei(plan, frames, radii, scan.periods, bits)
+    exact = min(f.log10_spacing for f in frames) * math.log2(10) - EXACT_BELOW_PIXEL
+    scan = per.scan(center, bits, radii, steps, period_steps, repeats=MISIUREWICZ, log2_exact=exact)
+    chosen: list[tuple[Reference | None, list[int]]] = []
+    reach = max(radii) + math.log2(NUCLEUS_REACH)
+    if scan.repeat is not None and MISIUREWICZ and scan.log2_newton <= reach + 1:
+        # a Misiurewicz point at (or near enough) the centre
+        misi = misiurewicz_reference(plan, frames, scan, bits, say)
+        dist = -math.inf if misi is None else per.log2_distance(misi.point, center)
+        near = [k for k, r in enumerate(radii) if misi is not None and dist <= r + math.log2(NUCLEUS_REACH)]
+        if near:
+            chosen.append((misi, [frames[k].index for k in near]))
+        rest = [k for k in range(len(frames)) if k not in set(near)]
+        if rest:  # frames out of its reach: periods from a scan that goes on past the cycle
+            scan = per.scan(center, bits, [radii[k] for k in rest], steps, period_steps)
+            chosen += _choose_nuclei(plan, [frames[k] for k in rest], [radii[k] for k in rest],
+                                     scan.periods, bits, scan)
+    else:
+        chosen = _choose_nuclei(plan, frames, radii, scan.periods, bits, scan)
     refs: list[Reference] = []
     frame_ref: list[int] = [-1] * len(plan.frames)
     for ref_or_none, members in chosen:
@@ -148,15 +192,41 @@ def select(plan, progress: Callable[[str], None] | None = None) -> References | 
         else:
             iterations = max(plan.frames[i].max_iter for i in members)
             say(f"reference: the view centre, up to {iterations} iterations")
-            ref = center_reference(center, bits, iterations, plan)
+            ref = center_reference(center, bits, iterations, plan, scanned=scan)
         for i in members:
             frame_ref[i] = len(refs)
         refs.append(ref)
     return References(tuple(refs), tuple(frame_ref), _fate(scan))
 
 
+def misiurewicz_reference(plan, frames, scan: Scan, bits: int,
+                          say: Callable[[str], None]) -> Reference | None:
+    """The Misiurewicz point whose cycle the centre's orbit landed on (scan.repeat), as a
+    reference: the centre itself when Newton's step from it is below 2^-64 of the
+    deepest pixel spacing (its scanned orbit is then the reference's: no more work),
+    else the point Newton's method reaches from the centre, and its orbit (None when
+    Newton fails, or lands on a point of preperiod below 2: a nucleus)."""
+    assert scan.repeat is not None and scan.orbit is not None
+    k, q = scan.repeat
+    center = plan.spec.view.center
+    log2_spacing = min(f.log10_spacing for f in frames) * math.log2(10)
+    if scan.log2_newton <= log2_spacing - EXACT_BELOW_PIXEL and len(scan.orbit) > k + q:
+        c, points = per.parse(center, bits), scan.orbit.head(k + q + 1)
+    else:
+        say(f"reference: Newton's method to the Misiurewicz point of preperiod {k}, period {q}")
+        found = per.misiurewicz(per.parse(center, bits), k, q, bits)
+        if found is None:
+            return None
+        got = per.preperiodic_orbit(found, q, bits, k + q)  # its preperiod at full precision
+        if got is None or got[1] < 2:
+            return None
+        c, (points, k) = found, got
+    return Reference(per.point(c, bits), 0, points, "misiurewicz", wrap=k)
+
+
 def _choose_nuclei(plan, frames, radii: list[float], periods: Sequence[int],
-                   bits: int) -> list[tuple[Reference | None, list[int]]]:
+                   bits: int, scanned: Scan | None = None
+                   ) -> list[tuple[Reference | None, list[int]]]:
     """(nucleus, or None for the centre; its frames) for the perturbed ``frames``.
 
     Frames go deepest first: a frame takes the lowest-period nucleus already found that
@@ -173,7 +243,7 @@ def _choose_nuclei(plan, frames, radii: list[float], periods: Sequence[int],
         near = [ref for ref, dist in (v for v in found.values() if v is not None)
                 if dist <= reach and (p == 0 or ref.period <= REUSE_PERIODS * p)]
         if not near and p and p not in found:
-            ref = nucleus_reference(center, p, bits, plan)
+            ref = nucleus_reference(center, p, bits, plan, scanned)
             entry = found[p] = None if ref is None else (ref, per.log2_distance(ref.point, center))
             if entry is not None and entry[1] <= reach:
                 near = [entry[0]]
@@ -186,9 +256,12 @@ def _choose_nuclei(plan, frames, radii: list[float], periods: Sequence[int],
     return [groups[key] for key in sorted(groups, key=lambda q: (q < 0, q))]
 
 
-def _fate(scan: per.Scan) -> Fate:
+def _fate(scan: Scan) -> Fate:
     """What the scan of the centre's orbit found: an escape, an attracting cycle (found
-    by the scan's own Newton), or neither."""
+    by the scan's own Newton), a repelling one (the centre is a Misiurewicz point, on
+    the boundary: "boundary", n its preperiod), or none of them."""
+    if scan.repeat is not None:
+        return Fate("boundary", scan.repeat[0])
     if scan.escaped:
         assert scan.log2_de is not None
         return Fate("exterior", scan.escaped, scan.log2_de)
@@ -217,9 +290,11 @@ def log2_copy_scale(ref: Reference) -> float:
     it is a copy of the whole set, of radius about 2). beta = lambda' sum_{k=0}^{p-1}
     1 / prod_{j=1}^{k} 2 Z(j) (the derivative's recurrence b <- 2 Z b + 1 unrolled),
     summed with logarithms: an estimate in doubles at any depth."""
-    z = ref.orbit[1:ref.period, 0] + 1j * ref.orbit[1:ref.period, 1]
+    mant, exps = ref.points.mant[1:ref.period], ref.points.exps[1:ref.period]
+    z = mant[:, 0] + 1j * mant[:, 1]
     with np.errstate(divide="ignore", invalid="ignore"):
-        logs = np.concatenate([[0.0], -np.cumsum(np.log(2.0 * z))])  # -log prod_{j<=k} 2 Z(j)
+        log_2z = np.log(2.0 * z) + exps * math.log(2.0)  # log 2 Z(j), Z(j) at any depth
+        logs = np.concatenate([[0.0], -np.cumsum(log_2z)])  # -log prod_{j<=k} 2 Z(j)
         top = logs.real.max()
         total = abs(np.exp(logs - top).sum())
     if not (math.isfinite(top) and total > 0):  # a Z(j) = 0 in doubles: lambda' alone
@@ -387,9 +462,14 @@ def describe(refs: References, plan, most: int = 8) -> list[str]:
             dist = per.log2_distance(ref.point, center)
             last = plan.frames[frames[-1]]
             share = dist - (last.log10_spacing + math.log10(w)) * math.log2(10)
-            where = ("at the centre" if dist == -math.inf else
+            where = ("at the centre" if dist < 8 - ref.point.bits else
                      f"{_e(dist)} from the centre ({_e(share)} of {what_of} {last.index}'s width)")
             what = f"nucleus of period {ref.period}, {where}"
+        elif ref.kind == "misiurewicz":
+            dist = per.log2_distance(ref.point, center)  # (the centre rounded to the point's bits: at it)
+            where = "at the centre" if dist < 8 - ref.point.bits else f"{_e(dist)} from the centre"
+            what = (f"Misiurewicz point of preperiod {ref.wrap}, period "
+                    f"{len(ref.points) - 1 - ref.wrap}, {where}")
         else:
             what = f"the view centre, {len(ref.orbit) - 1} iterations"
         lines.append(f"{what}: {what_of}s {_span(frames)}")
@@ -404,26 +484,59 @@ def _e(log2_x: float) -> str:
     exp = math.floor(e10)
     if -3 <= exp <= 3:
         return f"{10 ** e10:.2g}"
-    return f"{10 ** (e10 - exp):.1f}e{exp}"
+    mantissa = round(10 ** (e10 - exp), 1)
+    if mantissa >= 10:  # 9.96 rounds up to the next decade
+        mantissa, exp = mantissa / 10, exp + 1
+    return f"{mantissa:.1f}e{exp}"
 
 
-def nucleus_reference(center: Sequence[str], p: int, bits: int, plan) -> Reference | None:
+def nucleus_reference(center: Sequence[str], p: int, bits: int, plan,
+                      scanned: Scan | None = None) -> Reference | None:
     """The nucleus of period ``p`` that Newton's method finds from the centre, as a
-    reference (None when Newton fails or finds a nucleus of a lower period)."""
+    reference (None when Newton fails or finds a nucleus of a lower period). When the
+    centre is that nucleus to within 2^-64 of the deepest pixel (Newton's step from
+    it, |z_p / dz_p|, from the centre's scan at the same precision: a centre that `farm
+    find` wrote), the scanned orbit is the reference: no pass more at full precision."""
+    if scanned is not None and _is_nucleus(scanned, p, plan):
+        c = per.parse(center, bits)
+        assert scanned.orbit is not None
+        points = scanned.orbit.head(p + 1)
+        return Reference(per.point(c, bits), p, points, "nucleus", *lambda_prime(points))
     c = per.nucleus(per.parse(center, bits), p, bits)
     if c is None or per.lowest_return(c, p, bits) != p:
         return None
-    orbit = per.orbit(c, bits, p, _r2(plan))
-    if len(orbit) != p + 1:
+    points = per.orbit(c, bits, p, _r2(plan))
+    if len(points) != p + 1:
         return None
-    return Reference(per.point(c, bits), p, orbit, "nucleus", *lambda_prime(orbit))
+    return Reference(per.point(c, bits), p, points, "nucleus", *lambda_prime(points))
+
+
+def _is_nucleus(scanned: Scan, p: int, plan) -> bool:
+    """Whether Newton's step from the scanned centre to a root of z_p, |z_p / dz_p| (the
+    derivative in doubles along the scanned orbit), is below 2^-64 of the deepest
+    perturbed frame's pixel."""
+    got = scanned.orbit
+    if got is None or len(got) <= p:
+        return False
+    dz = Derivative()
+    for k in range(p):
+        dz.step(float(got.mant[k, 0]), float(got.mant[k, 1]), int(got.exps[k]))
+    log2_pixel = min(f.log10_spacing for f in plan.perturbed) * math.log2(10)
+    return float(got.log2_abs[p]) - dz.log2_abs <= log2_pixel - EXACT_BELOW_PIXEL
 
 
 def center_reference(center: Sequence[str], bits: int, iterations: int, plan,
-                     progress: Callable[[int], None] | None = None) -> Reference:
+                     progress: Callable[[int], None] | None = None,
+                     scanned: Scan | None = None) -> Reference:
+    """The centre's orbit to ``iterations`` (or its escape); the centre's scan at the
+    same precision and escape radius 2, when it covers that far, is taken as it is."""
     c = per.parse(center, bits)
-    orbit = per.orbit(c, bits, iterations, _r2(plan), progress)
-    return Reference(per.point(c, bits), 0, orbit, "center")
+    got = None if scanned is None else scanned.orbit
+    if scanned is not None and got is not None and _r2(plan) == 4.0 and (
+            len(got) > iterations or scanned.escaped):
+        return Reference(per.point(c, bits), 0, got.head(iterations + 1), "center")
+    points = per.orbit(c, bits, iterations, _r2(plan), progress)
+    return Reference(per.point(c, bits), 0, points, "center")
 
 
 def _r2(plan) -> float:
@@ -444,30 +557,6 @@ def _span(indices: Sequence[int]) -> str:
     return ", ".join(out)
 
 
-# ---------------------------------------------------------------------- packing
-def pack(refs: References) -> tuple[dict, np.ndarray]:
-    """(metadata, orbits): everything but the orbits as plain lists (for the store's
-    small datasets and MPI's pickled broadcast), and every orbit back to back as one
-    (sum L, 2) float64 array (one buffer to write or broadcast)."""
-    lengths = [len(r.orbit) for r in refs.refs]
-    meta = {
-        "re": [r.point.re for r in refs.refs], "im": [r.point.im for r in refs.refs],
-        "bits": [r.point.bits for r in refs.refs], "period": [r.period for r in refs.refs],
-        "kind": [r.kind for r in refs.refs], "log2_scale": [r.log2_scale for r in refs.refs],
-        "angle": [r.angle for r in refs.refs],
-        "starts": [0, *np.cumsum(lengths).tolist()], "frame_ref": list(refs.frame_ref),
-    }
-    orbits = (np.concatenate([r.orbit for r in refs.refs]) if refs.refs
-              else np.zeros((0, 2)))
-    return meta, np.ascontiguousarray(orbits, dtype=np.float64)
+from farm.plan.reference_pack import pack, unpack  # noqa: E402  (the store's and MPI's form)
 
-
-def unpack(meta: dict, orbits: np.ndarray) -> References:
-    """Inverse of :func:`pack`."""
-    starts = [int(s) for s in meta["starts"]]
-    refs = tuple(
-        Reference(per.Point(str(meta["re"][k]), str(meta["im"][k]), int(meta["bits"][k])),
-                  int(meta["period"][k]), orbits[starts[k]:starts[k + 1]], str(meta["kind"][k]),
-                  float(meta["log2_scale"][k]), float(meta["angle"][k]))
-        for k in range(len(starts) - 1))
-    return References(refs, tuple(int(k) for k in meta["frame_ref"]))
+__all__ = ["Fate", "Reference", "References", "pack", "select", "unpack"]

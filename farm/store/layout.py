@@ -37,14 +37,19 @@ Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
                                        frame length in bytes, C = channels
     reference/...    the reference points and orbits of perturbed frames (only when
                 some frame is perturbed; farm/plan/references.py), R of them:
-      reference/orbits  float64 (sum L, 2)  every orbit Z(0) .. Z(L-1), back to back
+      reference/orbits  float64 (sum L, 2)  every orbit Z(0) .. Z(L-1), back to back:
+                                            Z itself, or below 2^-960 its mantissa pair
+      reference/orbit_exp  int32 (sum L,)   Z = orbits 2^orbit_exp (0: orbits holds Z)
       reference/starts  int64 (R + 1,)      orbit k is rows starts[k] .. starts[k+1] - 1
       reference/point   S (R, 2)            the reference c as decimal strings (re, im),
                                             exact at reference/bits bits
       reference/bits    int64 (R,)          precision of the point and its orbit
       reference/period  int64 (R,)          p > 0: a nucleus of period p, its orbit holds
                                             Z(0) .. Z(p) and pixels wrap at p; 0: none
-      reference/kind    S16 (R,)            "nucleus" | "center"
+      reference/kind    S16 (R,)            "nucleus" | "misiurewicz" | "center"
+      reference/wrap    int64 (R,)          pixels go on from Z(wrap) after the orbit's
+                                            last point: 0, or a Misiurewicz point's
+                                            preperiod (its orbit: preperiod + one period)
       reference/log2_scale, reference/angle  float64 (R,)  lambda' = prod_{m=1}^{p-1}
                                             2 Z(m) = 2^log2_scale e^(i angle) (nucleus)
     frames/reference  int32 (F,)  index of each frame's reference, -1: not perturbed
@@ -251,6 +256,8 @@ def write_references(f: h5py.File, refs: References) -> None:
     f["reference/kind"] = np.array(meta["kind"], "S16")
     f["reference/log2_scale"] = np.array(meta["log2_scale"], "<f8")
     f["reference/angle"] = np.array(meta["angle"], "<f8")
+    f["reference/orbit_exp"] = meta["exps"].astype("<i4")
+    f["reference/wrap"] = np.array(meta["wrap"], "<i8")
     f["frames/reference"] = np.array(meta["frame_ref"], "<i4")
 
 
@@ -268,6 +275,9 @@ def read_references(f: h5py.File) -> References | None:
         "starts": f["reference/starts"][...].tolist(),
         "frame_ref": f["frames/reference"][...].tolist(),
     }
+    if "reference/orbit_exp" in f:  # (stores before them: doubles, every orbit wraps to 0)
+        meta["exps"] = f["reference/orbit_exp"][...]
+        meta["wrap"] = f["reference/wrap"][...].tolist()
     return unpack(meta, f["reference/orbits"][...])
 
 
@@ -296,7 +306,7 @@ def store_bytes(plan: Plan, codec: Codec = RAW, orbit_length: int | None = None,
         total += f_count * (8 + 8) + len(plan.video) * (40 + 8 + 8)  # units/*, video/*
     needs = plan.reference_needs()
     if needs is not None:  # the orbits (a nucleus' is one period: this bounds them) and refs
-        total += 16 * (orbit_length or needs[1] + 1) + 4 * f_count
+        total += 20 * (orbit_length or needs[1] + 1) + 4 * f_count  # mantissas (16) and exponent (4)
     return total + RUNS * RUN_DTYPE.itemsize
 
 

@@ -1,0 +1,442 @@
+"""``farm find``: deep targets found for the user, and a job file that zooms there.
+
+From a point near the boundary and a target depth (the last frame's width), three
+kinds of target, each given to as many digits as the depth needs:
+
+* a **minibrot** (the default): the period p of the lowest-period atom that the disc
+  around the point meets (farm/numerics/scan.py, the same period detection the
+  references use), Newton's method to its nucleus (period.nucleus), and its width,
+  2.25 / |lambda' beta| (the copy of the whole set it is: farm/plan/references.py,
+  log2_copy_scale);
+* a **chain** (``--chain``) of embedded Julia sets down to the depth, in the manner of
+  Kalles Fraktaler's Newton zoom: from a minibrot of width s found in a view of width
+  w, the next view is 2/3 of the way there (width w^(1/3) s^(2/3)), where the
+  minibrot's embedded Julia set fills the view; the next point sits on that Julia set
+  (a quarter of the view from the nucleus, in a fixed direction), whose disc meets an
+  atom of a higher period, and so on until a minibrot is as small as the target. Each
+  step doubles the shapes around the centre: a start anywhere near the boundary
+  makes a zoom with new structure all the way down;
+* a **Misiurewicz point** (``--misiurewicz``, after the above or from the point): a
+  point c with z_{k+q}(c) = z_k(c) within the view, found by Newton's method on
+  z_{k+q} - z_k (period.misiurewicz) for small periods q and the preperiod k at which
+  such points lie a few of them per view; its reference is k + q steps long at any
+  depth (farm/plan/references.py), so zooms into it are cheap however deep.
+
+Precision: every Newton step runs at the bits that resolve the scale it works at (the
+view's, then the minibrot's), plus 96.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+
+from farm.errors import UsageError
+from farm.numerics import period as per
+from farm.numerics.orbit import Derivative
+from farm.numerics.scan import scan
+from farm.plan.references import Reference, lambda_prime, log2_copy_scale
+
+LOG2_10 = math.log2(10)
+MARGIN_BITS = 96  # beyond the scale a search works at
+MAX_PERIOD = 2_000_000  # the longest period a search scans for
+CHAIN_STEP = 2 / 3  # a chain's next view: this far (in log scale) towards the minibrot
+CHAIN_OFFSET = 0.25  # its next point: this many view widths from the nucleus ...
+CHAIN_ANGLE = math.pi / 5  # ... in this direction (any fixed one off the real axis)
+MINIBROT_MARGIN = 4  # a deep minibrot is looked for about 2^-4 of the depth wide ...
+MINIBROT_TRIES = 4  # ... and narrower views where the first is still wider than half the depth
+DESCENT_TRIES = 4  # a descent that finds nothing at the next scale tries nearer ones
+ANGLES = (math.pi / 5, 3 * math.pi / 5, math.pi, 7 * math.pi / 5)  # Newton's starts off a point
+CHAIN_DISC = 1 / 16  # and the disc its period detection looks at: this many widths
+NUCLEUS_VIEWS = 2  # a minibrot found from a view may lie this many (log2) view widths off
+SEARCH_DISCS = 12  # a minibrot search tries discs of the view's diameter, 1/4 of it, ...
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One minibrot a search found: its nucleus, period, and log2 of its width."""
+
+    center: tuple[str, str]
+    period: int
+    log2_width: float
+    log2_view: float  # the width of the view it was found in
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a zoom goes: ``center`` (decimal strings), what is there, and the stages."""
+
+    kind: str  # "minibrot" | "misiurewicz"
+    center: tuple[str, str]
+    period: int  # the minibrot's period, or the Misiurewicz point's cycle
+    preperiod: int = 0  # a Misiurewicz point's
+    log2_width: float = math.nan  # a minibrot's width (log2)
+    stages: tuple[Stage, ...] = field(default=())
+
+
+def bits_for(log2_scale: float) -> int:
+    """Bits that resolve 2^log2_scale near the set (|c| < 4), with MARGIN_BITS to spare."""
+    return max(128, int(math.ceil(2 - log2_scale)) + MARGIN_BITS)
+
+
+def minibrot(center: tuple[str, str], log2_view: float, say: Callable[[str], None]) -> Stage:
+    """A minibrot near ``center``: for discs of diameter 2^log2_view around it and
+    smaller ones (a quarter each time), the period of the lowest-period atom each meets
+    (lowest first), Newton's method to that atom's nucleus, and the first nucleus
+    whose minibrot is narrower than the view and within it. (A satellite bulb is a
+    nucleus too, but its width is not that of a copy of the set: the estimate comes
+    out wider than the view, and the search goes on.)"""
+    bits = bits_for(log2_view)
+    radii = [log2_view - 1 - 2 * j for j in range(SEARCH_DISCS)]
+    periods = scan(center, bits, radii, 0, MAX_PERIOD).periods
+    tried: set[int] = set()
+    for p in sorted(set(periods) - {0}):
+        found = _nucleus(center, p, bits, log2_view, tried)
+        if found is None:
+            continue
+        c, q = found
+        width = _width(c, q, bits)
+        if width < log2_view - 1:
+            say(f"find: a minibrot of period {q} in the view of width {_sci(log2_view)}, "
+                f"width {_sci(width)}")
+            if bits < bits_for(width):  # refine at the minibrot's own scale (Newton is close)
+                bits = bits_for(width)
+                c = per.nucleus(c, q, bits)
+                if c is None:
+                    raise UsageError(f"the nucleus of period {q} did not converge at {bits} bits")
+                width = _width(c, q, bits)
+            point = per.point(c, bits)
+            return Stage((point.re, point.im), q, width, log2_view)
+    raise UsageError(f"no minibrot near {_short(center)} within width {_sci(log2_view)}: the "
+                     "point is too far from the set (or inside it); start nearer the boundary")
+
+
+def _nucleus(center: tuple[str, str], p: int, bits: int, log2_view: float,
+             tried: set[int]) -> tuple[object, int] | None:
+    """(nucleus, its period) that Newton's method reaches from the centre for period p
+    (dividing lower periods out, else plain: then perhaps of a period dividing p),
+    within 2^NUCLEUS_VIEWS view widths (period detection to first order does not put
+    the nucleus inside the disc) and of a period not ``tried`` yet; None otherwise."""
+    guess = per.parse(center, bits)
+    for divide in (True, False):
+        c = per.nucleus(guess, p, bits, divide=divide)
+        if c is None or per.log2_abs(c - guess) > log2_view + NUCLEUS_VIEWS:
+            continue
+        q = per.lowest_return(c, p, bits)
+        if q in tried:
+            return None
+        tried.add(q)
+        return c, q
+    return None
+
+
+def _width(c, p: int, bits: int) -> float:
+    """log2 of the width of the minibrot of nucleus c, period p: 2.25 / |lambda' beta|."""
+    points = per.orbit(c, bits, p, 1e300)
+    ref = Reference(per.point(c, 64), p, points, "nucleus", *lambda_prime(points))
+    return math.log2(2.25) - log2_copy_scale(ref)
+
+
+def chain(start: tuple[str, str], log2_view: float, log2_depth: float,
+          say: Callable[[str], None]) -> list[Stage]:
+    """Minibrots down to the depth, each found on the embedded Julia set of the one
+    before (see the module docstring); the last is as small as the depth or smaller."""
+    stages = [minibrot(start, log2_view, say)]
+    while stages[-1].log2_width > log2_depth:
+        last = stages[-1]
+        view = last.log2_view + CHAIN_STEP * (last.log2_width - last.log2_view)
+        offset = CHAIN_OFFSET * 2.0 ** (view - math.floor(view))
+        say(f"find: chain step {len(stages)}: the Julia set around period {last.period}, "
+            f"width {_sci(view)}")
+        for angle in ANGLES:  # a direction whose disc meets a higher period
+            nxt = per.moved(last.center, offset * math.cos(angle), offset * math.sin(angle),
+                            math.floor(view), bits_for(view))
+            try:
+                stage = minibrot(nxt, view + math.log2(CHAIN_DISC), say)
+            except UsageError:
+                continue
+            if stage.period > last.period:
+                break
+        else:
+            raise UsageError(f"the chain stopped at period {last.period}, width "
+                             f"{_sci(last.log2_width)}: no higher period around it")
+        stages.append(Stage(stage.center, stage.period, stage.log2_width, view))
+    return stages
+
+
+def misiurewicz(center: tuple[str, str], log2_view: float, say: Callable[[str], None],
+                periods: int = 4, other: tuple[int, int] | None = None
+                ) -> tuple[tuple[str, str], int, int]:
+    """A Misiurewicz point within the view of width 2^log2_view around ``center``: (its
+    decimal strings, preperiod, period); the first that Newton's method finds from the
+    centre, for cycle periods 1 .. ``periods`` and the preperiods at which such points
+    lie about 8 to 64 per view width (1 / |dz_k| apart). ``other``: the centre is
+    itself a Misiurewicz point of that (preperiod, period), a root for many of these:
+    it is refined to the view's precision, Newton starts 2^-8 of the view from it with
+    it divided out (period.misiurewicz, other_than), and points nearer than 2^-10 of
+    the view are passed over."""
+    bits = bits_for(log2_view)
+    c0 = per.parse(center, bits)
+    nearest = -math.inf
+    if other:
+        c0 = per.misiurewicz(c0, *other, bits) or c0
+        center = (point := per.point(c0, bits)).re, point.im
+        nearest = log2_view - 10
+    ks = _preperiods(center, log2_view)
+    for angle in ANGLES if other else ANGLES[:1]:
+        guess = c0 if not other else per.parse(per.moved(
+            center, math.cos(angle), math.sin(angle), math.floor(log2_view) - 8, bits), bits)
+        for q in range(1, periods + 1):
+            for k in ks:
+                c = per.misiurewicz(guess, k, q, bits, other_than=c0 if other else None)
+                if c is None or not nearest < per.log2_abs(c - c0) <= log2_view:
+                    continue
+                found = _cycle(c, q, k, bits)
+                if found is not None:
+                    say(f"find: a Misiurewicz point of preperiod {found[0]}, period {found[1]}, in "
+                        f"the view of width {_sci(log2_view)}")
+                    point = per.point(c, bits)
+                    return (point.re, point.im), *found
+    raise UsageError(f"no Misiurewicz point found near {_short(center)} within width "
+                     f"{_sci(log2_view)}")
+
+
+def _cycle(c, q: int, k: int, bits: int) -> tuple[int, int] | None:
+    """(preperiod, least period) of the point c that Newton's method found for
+    preperiod k and period q (its cycle's period may divide q, its preperiod be lower:
+    both at full precision, period.preperiodic_orbit), or None; preperiods below 2 are
+    nuclei, not Misiurewicz points."""
+    for d in range(1, q + 1):
+        if q % d == 0:
+            got = per.preperiodic_orbit(c, d, bits, k + q)
+            if got is not None:
+                return (got[1], d) if got[1] >= 2 else None
+    return None
+
+
+def descend(start: tuple[str, str], log2_view: float, log2_depth: float,
+            say: Callable[[str], None]) -> tuple[tuple[str, str], int, int]:
+    """Misiurewicz points from the view down to the depth, each within the view of the
+    one before, the digits of the scale doubling from one to the next: Newton's
+    method from the last point, for a period it does not divide, finds a point on its
+    spiral at the next scale. A Misiurewicz point's cycle repels, so the last orbit
+    grows at the cycles' pace all the way (it does not dwell near 0, as orbits near
+    minibrots do): its preperiod, and the periods of minibrots near it, stay about
+    the iterations the depth needs."""
+    center, k, q = misiurewicz(start, log2_view, say)
+    view = log2_view
+    while view > log2_depth:
+        step = view - 4  # the scale's digits double ...
+        for _ in range(DESCENT_TRIES):
+            nxt = max(view + step, log2_depth)
+            try:
+                center, k, q = misiurewicz(center, nxt, say, other=(k, q))
+                break
+            except UsageError:
+                step /= 2  # ... or less where Newton finds nothing there
+        else:
+            raise UsageError(f"the descent stopped at width {_sci(view)}: no Misiurewicz point "
+                             "found further down; try another start")
+        view = nxt
+    return center, k, q
+
+
+def _preperiods(center: tuple[str, str], log2_view: float) -> list[int]:
+    """Preperiods k at which |dz_k| (from the centre's orbit) puts 8 to 64 Misiurewicz
+    points of preperiod k across the view: 2^(3 - log2_view) <= |dz_k| <= 2^(6 - ...)."""
+    bits = bits_for(log2_view)
+    run = per.orbiter(per.parse(center, bits), bits)
+    dz, out = Derivative(), []
+    z = (0.0, 0.0, 0)
+    try:
+        for k in range(1, MAX_PERIOD):
+            dz.step(*z)
+            run.step()
+            z = run.point()
+            if not z[2] and z[0] * z[0] + z[1] * z[1] > 4:
+                break
+            if dz.log2_abs >= 3 - log2_view:
+                out.append(k)
+                if dz.log2_abs >= 6 - log2_view or len(out) >= 6:
+                    break
+    finally:
+        run.close()
+    return out or [max(2, k - 1)]
+
+
+def find(start: tuple[str, str], log2_view: float, log2_depth: float, chained: bool = False,
+         misi: bool = False, say: Callable[[str], None] = lambda text: None,
+         log2_structure: float | None = None) -> Target:
+    """The target of ``farm find`` (see the module docstring): a minibrot at about the
+    depth (Misiurewicz points down to it first when it is deeper than the view), its
+    Julia-set chain (``chained``), or a Misiurewicz point at the depth (``misi``):
+    followed down to 2^log2_structure (default the depth; below, a zoom into it is
+    self-similar, and its reference shorter) and given to the depth's digits."""
+    if chained:
+        stages = chain(start, log2_view, log2_depth, say)
+        last = stages[-1]
+        return Target("minibrot", last.center, last.period, 0, last.log2_width, tuple(stages))
+    deep = log2_depth < log2_view - 8
+    if misi:
+        down = log2_depth if log2_structure is None else max(log2_structure, log2_depth)
+        center, k, q = (descend(start, log2_view, down, say) if down < log2_view - 8
+                        else misiurewicz(start, log2_view, say))
+        if down > log2_depth:  # to the depth's digits: Newton from the point found
+            bits = bits_for(log2_depth)
+            c = per.misiurewicz(per.parse(center, bits), k, q, bits)
+            got = None if c is None else per.preperiodic_orbit(c, q, bits, k + q)
+            if c is None or got is None or got[1] != k:
+                raise UsageError(f"the Misiurewicz point did not converge at {bits} bits")
+            exact = per.point(c, bits)
+            center = exact.re, exact.im
+        return Target("misiurewicz", center, q, k)
+    if not deep:
+        stage = minibrot(start, log2_view, say)
+        return Target("minibrot", stage.center, stage.period, 0, stage.log2_width, (stage,))
+    # minibrots near a Misiurewicz point at scale s are about s^2 wide (the copy of the
+    # set they are sits at the point's scale twice over): one a few times narrower than
+    # the depth lies near a point at half its digits (a little more, if the first is
+    # too wide)
+    half = (log2_depth - MINIBROT_MARGIN) / 2
+    near, _, _ = descend(start, log2_view, half + MINIBROT_TRIES, say)
+    best = None
+    for _ in range(2 * MINIBROT_TRIES):
+        offset = CHAIN_OFFSET * 2.0 ** (half - math.floor(half))
+        moved = per.moved(near, offset * math.cos(CHAIN_ANGLE), offset * math.sin(CHAIN_ANGLE),
+                          math.floor(half), bits_for(log2_depth))
+        stage = minibrot(moved, half, say)
+        gap = log2_depth - stage.log2_width  # wanted: 2^1 to 2^6 narrower than the depth
+        if best is None or abs(gap - 3.5) < abs(best[0] - 3.5):
+            best = (gap, stage)
+        if 1 <= gap <= 6:
+            break
+        half += 0.5 if gap > 6 else -0.5
+    assert best is not None
+    stage = best[1]
+    return Target("minibrot", stage.center, stage.period, 0, stage.log2_width, (stage,))
+
+
+def job_text(target: Target, first_width: str, last_width: str, size: tuple[int, int],
+             frames: int, fps: int, name: str, note: str) -> str:
+    """A job file that zooms from ``first_width`` to ``last_width`` into the target."""
+    what = (f"the minibrot of period {target.period} (width {_sci(target.log2_width)})"
+            if target.kind == "minibrot" else
+            f"the Misiurewicz point of preperiod {target.preperiod}, period {target.period}")
+    return textwrap.dedent(f"""\
+        # Written by `farm find` ({note}): a zoom into {what}.
+        # The centre has {len(target.center[0])} characters: as many digits as the depth needs.
+        [view]
+        center = ["{target.center[0]}", "{target.center[1]}"]
+        width = ["{first_width}", "{last_width}"]
+        [image]
+        size = [{size[0]}, {size[1]}]
+        [animation]
+        frames = {frames}
+        fps = {fps}
+        [output]
+        store = "renders/{name}.h5"
+        video = "renders/{name}.mp4"
+        """)
+
+
+def _sci(log2_x: float) -> str:
+    e10 = log2_x / LOG2_10
+    exp = math.floor(e10)
+    mantissa = round(10 ** (e10 - exp), 1)
+    if mantissa >= 10:
+        mantissa, exp = mantissa / 10, exp + 1
+    return f"{mantissa:.1f}e{exp}"
+
+
+def _short(center: tuple[str, str]) -> str:
+    return f"({center[0][:24]}, {center[1][:24]})"
+
+
+# ---------------------------------------------------------------------- command line
+_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def _number(text: str, name: str) -> Decimal:
+    """A decimal string as an exact Decimal, or a one-line error naming the option."""
+    if not _DECIMAL.fullmatch(text.strip()):
+        raise UsageError(f"{name}: {text[:40]!r} is not a decimal number (like \"-0.75\" or \"1e-20\")")
+    try:
+        return Decimal(text.strip())
+    except InvalidOperation:
+        raise UsageError(f"{name}: {text[:40]}: its exponent is out of range") from None
+
+
+def _log2(value: Decimal) -> float:
+    return float(value.log10()) * LOG2_10
+
+
+def _size(text: str) -> tuple[int, int]:
+    parts = text.lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts) or not all(
+            16 <= int(p) <= 16384 for p in parts):
+        raise UsageError(f"--size: {text!r} must be WxH, each from 16 to 16384 (like 1920x1080)")
+    return int(parts[0]), int(parts[1])
+
+
+def run(args) -> int:
+    """``farm find`` (farm/cli.py): check the options, find the target, write the job."""
+    import sys
+    from pathlib import Path
+
+    from farm import spec as specmod
+
+    start = (args.re.strip(), args.im.strip())
+    for value, name in ((start[0], "RE"), (start[1], "IM")):
+        if abs(_number(value, name)) > 4:
+            raise UsageError(f"{name}: {value[:40]} is too far out: the set lies within |c| <= 2")
+    depth, view = _number(args.depth, "--depth"), _number(args.view, "--view")
+    first = _number(args.from_width, "--from-width")
+    for value, name in ((depth, "--depth"), (view, "--view"), (first, "--from-width")):
+        if not value > 0:
+            raise UsageError(f"{name}: {value} must be > 0")
+    if not depth < view:
+        raise UsageError(f"--depth: {args.depth} must be below --view ({args.view})")
+    if not depth < first:
+        raise UsageError(f"--depth: {args.depth} must be below --from-width ({args.from_width})")
+    if args.frames < 1 or args.fps < 1:
+        raise UsageError("--frames and --fps must be at least 1")
+    size = _size(args.size)
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        if out.suffix != ".toml":
+            raise UsageError(f"--out: {out} must end in .toml")
+        if out.exists():
+            raise UsageError(f"--out: {out} exists (farm find does not overwrite job files)")
+        if not out.parent.is_dir():
+            raise UsageError(f"--out: the directory {out.parent} does not exist")
+    say = (lambda text: None) if args.quiet else (lambda text: print(f"farm: {text}", file=sys.stderr))
+    structure = None
+    if args.structure is not None:
+        if not args.misiurewicz:
+            raise UsageError("--structure: only with --misiurewicz")
+        structure = _log2(_number(args.structure, "--structure"))
+    target = find(start, _log2(view), _log2(depth), args.chain, args.misiurewicz, say, structure)
+    name = out.stem if out is not None else "find"
+    last = args.depth.strip()
+    text = job_text(target, args.from_width.strip() if args.frames > 1 else last, last, size,
+                    args.frames, args.fps, name, f"farm find {args.re} {args.im} --depth {last}")
+    specmod.parse_text(text, name=name)  # the job it writes is a valid one
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.write_text(text)
+        say(f"find: wrote {out}: {describe(target)}")
+    return 0
+
+
+def describe(target: Target) -> str:
+    """One line: what the target is."""
+    if target.kind == "minibrot":
+        return (f"the minibrot of period {target.period}, width {_sci(target.log2_width)}, at "
+                f"{_short(target.center)}")
+    return (f"the Misiurewicz point of preperiod {target.preperiod}, period {target.period}, at "
+            f"{_short(target.center)}")
