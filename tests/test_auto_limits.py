@@ -69,7 +69,7 @@ def test_perturbed_grids_count_as_direct_ones():
     width, size = 2e-9, (64, 36)
     direct = prepass.direct_grid(0, (float(SEAHORSE[0]), float(SEAHORSE[1])), size, width)
     orbit = per.orbit(per.parse(SEAHORSE, 200), 200, 400, 4.0)  # shorter than most counts
-    pert = prepass.perturbed_grid(0, (0.0, 0.0), orbit, size, width)
+    pert = prepass.perturbed_grid(0, (0.0, 0.0), orbit.values, size, width)
     [(a, _)], [(b, _)] = prepass.iterate([direct], 4.0), prepass.iterate([pert], 4.0)
     assert len(a) > 0.9 * direct.dr.size and abs(len(a) - len(b)) <= 0.01 * len(a)
     qa, qb = prepass.quantile_count(a), prepass.quantile_count(b)
