@@ -178,12 +178,23 @@ def test_documented_default_is_the_parsers(key):
     if cell is None:
         pytest.skip("not documented (the test above fails)")
     parse, default = specmod.SCHEMA[section][name]
-    if cell == "required":
-        assert default is specmod.REQUIRED, f"{section}.{name} is documented as required"
+    if cell.startswith("required"):
+        # "required", or "required unless ..." for a key other keys can give (view.width
+        # from the keys, animation.frames from the duration or the keys)
+        derived = cell != "required"
+        assert default is (specmod.DERIVED if derived else specmod.REQUIRED), (
+            f"{section}.{name} is documented as {cell}")
         data = {s: dict(v) for s, v in _JOB.items()}
         data[section].pop(name)
         with pytest.raises(SpecError, match="is required"):
             _parse(data)
+        return
+    if cell == "none":
+        # a key that is not set unless given (a soundtrack, a duration, timeline keys)
+        assert default is specmod.OPTIONAL or default == (), f"{section}.{name} has a default"
+        if (section, name) not in specmod.RESOLVED:  # resolved keys leave the spec
+            assert getattr(getattr(_parse(_JOB), section), name) in (None, ()), (
+                f"{section}.{name}: documented none")
         return
     assert default is not specmod.REQUIRED, f"{section}.{name} is required, documented {cell}"
     literal = cell.strip("`").replace("<job>", "job")
