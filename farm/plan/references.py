@@ -412,7 +412,7 @@ def _grid_maker(plan, refs: References | None, skip: set[int]):
             return None
         ref = reference(i)
         offset = per.offset_in(center, ref.point, 1.0, 0, ref.point.bits)
-        return prepass.perturbed_grid(i, offset, ref.orbit.values, size, width)  # doubles
+        return prepass.perturbed_grid(i, offset, ref.orbit, size, width)  # doubles
 
     return grid_of
 
