@@ -1,0 +1,197 @@
+"""Rotation: each frame's angle (view.angle, animation.turn, angles in [[animation.keys]]) and
+turned frames rendered in every format.
+
+The turned pixel mapping (README, farm/numerics/__init__.py): c = centre + s e^(i theta)
+(u + i v), u = i + 1/2 - W/2, v = -(j + 1/2 - H/2). Rendered counts are checked against
+tests/reference.py's turned_reference_counts, which maps pixels with its own cos and sin
+(mpmath, from theta in radians) and iterates in MPFR; a quarter turn of a square view is
+checked bit for bit against the unturned frame turned on the screen (the turned path's
+exactness at multiples of 90 degrees).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import textwrap
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from conftest import compare_counts, make_spec, render_channels
+from reference import distance_estimate, turned_reference_counts, turned_sample_c
+
+from farm import spec as specmod
+from farm.errors import SpecError
+from farm.plan import make_plan
+from farm.plan.curve import frame_angles, frame_widths
+from farm.plan.samples import offsets
+
+HEAD = """
+[view]
+center = ["-0.743643887037158704752191506114774", "0.131825904205311970493132056385139"]
+{view}
+[image]
+size = [64, 36]
+[animation]
+fps = {fps}
+{animation}
+"""
+SEAHORSE = ("-0.749525718967526899076284369547895600256399088280799332045540",
+            "0.135876731345244117600571502360225831462570615468277546381148")
+
+
+def job(view: str = 'width = ["4", "1e-6"]', animation: str = "frames = 21", keys: str = "",
+        fps: int = 10) -> specmod.JobSpec:
+    return specmod.parse_text(textwrap.dedent(HEAD.format(view=view, animation=animation, fps=fps)) + keys)
+
+
+def angled_keys(*keys: tuple) -> str:
+    """[[animation.keys]] tables from (time, width, angle[, interpolation])."""
+    out = []
+    for key in keys:
+        lines = [f"time = {key[0]}", f'width = "{key[1]}"', f"angle = {key[2]}"]
+        if len(key) > 3:
+            lines.append(f'interpolation = "{key[3]}"')
+        out.append("[[animation.keys]]\n" + "\n".join(lines))
+    return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------ the angle of each frame
+def test_a_constant_turning_speed():
+    spec = job(view='width = ["4", "1e-6"]\nangle = 10', animation="frames = 21\nturn = 7.5")
+    assert frame_angles(spec) == [10 + Fraction(3, 4) * k for k in range(21)]  # 7.5 deg/s at 10 fps
+    again = specmod.parse_text(specmod.canonical_text(spec))
+    assert again == spec and frame_angles(again) == frame_angles(spec)
+    assert [f.angle for f in make_plan(spec).frames] == frame_angles(spec)
+    # decimal numbers are read as written: 0.1 degree a second is 1/100 of a degree a frame
+    tenth = job(animation="frames = 3\nturn = 0.1")
+    assert frame_angles(tenth) == [0, Fraction(1, 100), Fraction(2, 100)]
+    # fps decides the angles of a turning zoom: a store refuses another
+    turning = [job(animation="frames = 21\nturn = 7.5", fps=fps) for fps in (10, 12)]
+    diff = specmod.pixel_identity(turning[0]).items() ^ specmod.pixel_identity(turning[1]).items()
+    assert {k for k, _ in diff} == {"animation.fps"}
+    still = [job(fps=fps) for fps in (10, 12)]  # without a turn or keys, fps is no pixel matter
+    assert specmod.pixel_identity(still[0]) == specmod.pixel_identity(still[1])
+
+
+def test_without_rotation_the_canonical_text_is_unchanged():
+    text = specmod.canonical_text(job())
+    assert "angle" not in text and "turn" not in text
+    assert all(f.angle == 0 and not f.rotated for f in make_plan(job()).frames)
+    keys = angled_keys((0, "4", 0), (1, "1e-3", 0)).replace("angle = 0\n", "")
+    keyed = job(view="", animation="", keys=keys)
+    assert "angle" not in specmod.canonical_text(keyed)
+
+
+def test_keyed_angles_follow_the_timeline():
+    """Angles on the widths' timeline, in plain degrees: key frames at the keys' angles
+    exactly, a linear segment at a constant speed, a hold, and cubic segments eased as
+    the widths are (two cubic keys: smoothstep), never beyond their keys."""
+    spec = job(view="", animation="", keys=angled_keys(
+        (0, "4", 0, "linear"), (1, "1e-2", 90), (2, "1e-4", -45, "hold"), (3, "1e-6", 30),
+        (4.5, "1e-9", 400)))
+    angles = frame_angles(spec)
+    assert spec.frames == 46 and spec.view.angle == 0
+    assert [angles[k] for k in (0, 10, 20, 30, 45)] == [0, 90, -45, 30, 400]
+    assert angles[:11] == [Fraction(9 * k) for k in range(11)]  # linear: 9 degrees a frame
+    assert angles[20:30] == [-45] * 10  # hold, then the cut at 3 s
+    s = np.arange(16) / 15  # the last cubic segment from rest to rest: smoothstep
+    want = 30 + 370 * (3 * s**2 - 2 * s**3)
+    assert np.abs(np.array([float(a) for a in angles[30:46]]) - want).max() < 1e-9
+    seg = np.array([float(a) for a in angles[10:21]])  # 90 -> -45: monotone, within the keys
+    assert (np.diff(seg) <= 0).all() and seg.min() >= -45 and seg.max() <= 90
+    assert all(isinstance(a, Fraction) for a in angles)
+    # the widths' curve is the one without angles
+    plain = job(view="", animation="", keys=angled_keys(
+        (0, "4", 0, "linear"), (1, "1e-2", 0), (2, "1e-4", 0, "hold"), (3, "1e-6", 0),
+        (4.5, "1e-9", 0)).replace("angle = 0\n", ""))
+    assert frame_widths(spec) == frame_widths(plain)
+    assert [f.angle for f in make_plan(spec).frames] == angles
+
+
+@pytest.mark.parametrize("view, animation, keys, field, words", [
+    ("", "", angled_keys((0, "4", 0), (1, "1", 30)).replace("angle = 0\n", ""),
+     "animation.keys[0].angle", "is required"),
+    ("angle = 5", "", angled_keys((0, "4", 0), (1, "1", 30)), "view.angle", "the keys give the angle"),
+    ("", "turn = 1", angled_keys((0, "4", 0), (1, "1", 30)), "animation.turn", "the keys give the angle"),
+    ('width = "4"\nangle = "30"', "frames = 2", "", "view.angle", "must be a number of degrees"),
+    ('width = "4"', "frames = 2\nturn = true", "", "animation.turn", "must be a number of degrees"),
+    ('width = "4"\nangle = 1e10', "frames = 2", "", "view.angle", "out of range"),
+])
+def test_bad_rotation_names_the_field(view, animation, keys, field, words):
+    with pytest.raises(SpecError) as err:
+        job(view=view, animation=animation, keys=keys)
+    assert err.value.field == field and words in err.value.message, err.value
+
+
+# ------------------------------------------------------------------ turned frames rendered
+CASES = [  # format, centre, width, max_iter, angle
+    ("f64", ("-0.75", "0.1"), "2.7", 300, 30),
+    ("fp128", SEAHORSE, "1e-18", 2000, 117.5),
+    ("quad-single", SEAHORSE, "1e-18", 2000, -50),
+    ("perturb", SEAHORSE, "1e-30", 3000, 200),
+]
+
+
+def _turned(fmt, center, width, max_iter, angle, size=(24, 16), samples=1, distance=False):
+    spec = make_spec(size=size, center=center, width=(width, width), max_iter=max_iter,
+                     tile=(16, 16), precision=fmt, samples=samples, distance=distance)
+    return make_plan(dataclasses.replace(spec, view=dataclasses.replace(spec.view, angle=float(angle))))
+
+
+@pytest.mark.parametrize("fmt, center, width, max_iter, angle", CASES, ids=[c[0] for c in CASES])
+def test_turned_frames_match_the_reference(cl_device, fmt, center, width, max_iter, angle):
+    plan = _turned(fmt, center, width, max_iter, angle)
+    assert plan.frames[0].rotated and plan.frames[0].precision == fmt
+    refs = plan.references() if fmt == "perturb" else None
+    out, _ = render_channels(cl_device, plan, references=refs)
+    want = turned_reference_counts(center, width, (24, 16), angle, max_iter)
+    assert len(np.unique(want)) > 20, "the view must have structure that a wrong turn would move"
+    compare_counts(out["iterations"], want, min_equal=0.99)
+
+
+@pytest.mark.parametrize("fmt", ["f64", "fp128", "quad-single", "perturb"])
+def test_a_quarter_turn_is_the_frame_turned_on_the_screen(cl_device, fmt):
+    """A square view turned by 90 degrees shows the unturned frame turned clockwise, bit
+    for bit (the pixel centres' counts and smooth offsets, here with 4 samples a pixel
+    for the turned axes' layout), and its distance estimate turned with it (DEX, DEY
+    stay in the frame's own image axes)."""
+    center, width = (("-0.75", "0.1"), "2.5") if fmt != "perturb" else (SEAHORSE, "1e-25")
+    args = (fmt, center, width, 1500, 0)
+    unturned = _turned(*args, size=(20, 20), samples=4, distance=fmt != "perturb")
+    turned = _turned(*args[:4], 90, size=(20, 20), samples=4, distance=fmt != "perturb")
+    refs = [p.references() if fmt == "perturb" else None for p in (unturned, turned)]
+    a, _ = render_channels(cl_device, unturned, references=refs[0])
+    b, _ = render_channels(cl_device, turned, references=refs[1])
+    assert len(np.unique(a["iterations"])) > 10
+    for name in ("iterations", "fraction"):
+        assert np.array_equal(b[name], np.rot90(a[name], -1)), name
+    if "distance" in a:
+        assert np.abs(a["distance"]).max() > 0
+        assert np.array_equal(b["distance"], np.rot90(a["distance"], -1) * 1j)  # DEX + i DEY turned by 90
+
+
+def test_turned_samples_and_distance_match_the_reference(cl_device):
+    """Samples sit at their offsets in the turned pixel (they turn with it), and the
+    distance estimate points away from the set in the turned frame's image axes:
+    e^(i theta) times the unturned axes' conj(z ln|z| / (s dz/dc))."""
+    center, width, max_iter, angle = ("-0.743643887037158704752191506114774",
+                                      "0.131825904205311970493132056385139"), "1.3e-4", 1200, 33
+    plan = _turned("f64", center, width, max_iter, angle, samples=4, distance=True)
+    out, _ = render_channels(cl_device, plan)
+    spacing = Fraction(width) / 24
+    turn = complex(math.cos(math.radians(angle)), math.sin(math.radians(angle)))
+    errors, counts = [], []
+    for j in range(0, 16, 2):
+        for i in range(0, 24, 3):
+            for k in (0, 2):
+                re, im = turned_sample_c(center, width, (24, 16), angle, i, j, offsets(4)[k])
+                n, want = distance_estimate(re, im, max_iter, spacing)
+                got_n = out["iterations"][j, i] if k == 0 else out["samples/iterations"][j, i, k - 1]
+                got = complex(out["distance"][j, i] if k == 0 else out["samples/distance"][j, i, k - 1])
+                counts.append(got_n == n)
+                if got_n == n and n:
+                    errors.append(abs(got - want * turn) / abs(want))
+    assert np.mean(counts) >= 0.95 and len(errors) > 40
+    assert np.median(errors) < 1e-5 and np.quantile(errors, 0.95) < 1e-3, np.quantile(errors, [0.5, 0.95])
