@@ -195,3 +195,125 @@ def test_turned_samples_and_distance_match_the_reference(cl_device):
                     errors.append(abs(got - want * turn) / abs(want))
     assert np.mean(counts) >= 0.95 and len(errors) > 40
     assert np.median(errors) < 1e-5 and np.quantile(errors, 0.95) < 1e-3, np.quantile(errors, [0.5, 0.95])
+
+
+# ------------------------------------------------------------------ expmap: turned synthesis
+def _turned_zoom():
+    """A 2-octave zoom into a spiral of 61 frames at 48x27, each frame turned 5 degrees
+    further (and one frame a quarter turn), with its strip and centre image (unturned:
+    a turn only moves where synthesis reads them)."""
+    from expmap_reference import render_centre, render_strip
+
+    from farm.plan.expmap import make_geometry, zoom_depths
+
+    turns = [Fraction(5 * k, 360) for k in range(61)]
+    turns[40] = Fraction(1, 4)
+    geom = make_geometry(48, 27, zoom_depths(61, 2.0), turns=turns)
+    center, s_min, max_iter = complex(-0.7746806106269039, -0.1374168856037867), 0.01 / 4 / 48, 1200
+    return geom, center, s_min, max_iter, render_strip(geom, center, s_min, max_iter), \
+        render_centre(geom, center, s_min, max_iter)
+
+
+def test_turned_expmap_frames_look_like_turned_direct_renders():
+    """Synthesised turned frames against turned frames rendered directly (numpy float64,
+    the same arithmetic as the strip's): as close as a quarter-pixel shift of the direct
+    render is to itself, in the strip, the centre image and the band between."""
+    from expmap_reference import escape
+    from farm.synth import pixel_offsets, synthesize_arrays
+    from farm.synth.quality import agreement
+
+    geom, center, s_min, max_iter, strip, centre = _turned_zoom()
+    u, v = pixel_offsets(48, 27)
+    for k in (0, 20, 40, 52, 60):
+        spacing = s_min * 2.0 ** geom.depths[k]
+        turn = np.exp(2j * np.pi * float(geom.turn(k)))
+        direct = escape(center + spacing * turn * (u + 1j * v), max_iter)
+        yard = escape(center + spacing * turn * (u + 0.25 + 1j * (v - 0.25)), max_iter)
+        s = synthesize_arrays(geom, k, strip, centre, max_iter)
+        got, ref = agreement(direct, (s["iterations"], s["fraction"])), agreement(direct, yard)
+        assert got["class"] >= ref["class"] - 0.005, (k, got, ref)
+        assert got["median"] < 0.005, (k, got)
+        if k:  # the unturned frame is another picture
+            wrong = agreement(escape(center + spacing * (u + 1j * v), max_iter), (s["iterations"], s["fraction"]))
+            assert wrong["median"] > 20 * max(got["median"], 0.001), (k, wrong, got)
+
+
+def test_turned_synthesis_on_the_device_is_the_numpy_reference(cl_device):
+    """The OpenCL synthesis of turned frames (strip columns shifted, centre image read
+    turned, distance turned) equals the numpy reference: counts and offsets bit for bit,
+    distance within float32 rounding (as unturned frames)."""
+    from farm.compute.synth import FrameSynthesizer
+    from farm.synth import Raster, synthesize_arrays
+
+    geom = _turned_zoom()[0]
+    rng = np.random.default_rng(7)
+    n = rng.integers(0, 40, (geom.rows, geom.angles)).astype(np.uint32)
+    noise = rng.standard_normal(n.shape) + 1j * rng.standard_normal(n.shape)
+    strip = Raster(n, rng.random(n.shape, np.float32), 0, noise.astype(np.complex64))
+    wc, hc = geom.centre_size
+    cn = rng.integers(0, 40, (hc, wc)).astype(np.uint32)
+    centre = Raster(cn, rng.random(cn.shape, np.float32), 0,
+                    (rng.standard_normal(cn.shape) + 1j * rng.standard_normal(cn.shape)).astype(np.complex64))
+    info, dev = cl_device
+    syn = FrameSynthesizer(dev, info, geom, 41, distance=True)
+    syn.set_centre(centre)
+    for k in (0, 17, 40, 60):
+        first, stop = geom.frame_rows(k)
+        syn.ensure_rows(first, stop, lambda a, b: Raster(n[a:b], strip.fraction[a:b], a, strip.distance[a:b]))
+        got, want = syn.synthesize(k, 40), synthesize_arrays(geom, k, strip, centre, 40)
+        assert np.array_equal(got["iterations"], want["iterations"]), k
+        assert np.array_equal(got["fraction"], want["fraction"]), k
+        assert np.allclose(got["distance"], want["distance"], rtol=1e-5, atol=1e-6), k
+    # an unturned frame's distance stays in the sources' axes; a turned one's turns with it
+    plain = dataclasses.replace(geom, turns=())
+    a, b = synthesize_arrays(plain, 40, strip, centre, 40), synthesize_arrays(geom, 40, strip, centre, 40)
+    assert not np.array_equal(a["iterations"], b["iterations"])
+
+
+TURNING_KEYS = angled_keys((0, "0.02", -20), (1.2, "2.5e-4", 100), (1.8, "2.5e-4", 100, "linear"),
+                           (2.4, "3e-3", 190))
+
+
+def test_a_turning_zoom_renders_alike_in_both_methods(tmp_path):
+    """The same keyed zoom with keyed angles (turning while zooming in, a still hold,
+    then turning at a constant speed while zooming out), rendered by both methods
+    through `farm render`: the synthesised frames agree with the directly rendered
+    turned frames as a quarter-pixel shift does, held frames are equal, and both
+    stores' plans give every video frame its angle."""
+    from conftest import job_text, run_farm
+    from expmap_reference import escape
+    from farm.store.reader import Store
+    from farm.synth import pixel_offsets
+    from farm.synth.quality import agreement
+
+    center = ("-0.743643887037158704752191506114774", "0.131825904205311970493132056385139")
+    common = job_text(size=(48, 27), center=center, width=("1", "1"), frames=1, max_iter=600,
+                      tile=(48, 48)).replace('width = ["1", "1"]\n', "").replace("frames = 1\n", "")
+    stores = {}
+    for method in ("frames", "expmap"):
+        text = common.replace("fps = 10", f'fps = 10\nmethod = "{method}"')
+        if method == "expmap":
+            text = text.replace("tile = [48, 48]", "tile = [96, 33]")
+        job_file = tmp_path / f"{method}.toml"
+        job_file.write_text(text + TURNING_KEYS + f'[output]\nstore = "{tmp_path / method}.h5"\n'
+                            f'video = "{tmp_path / method}.mp4"\n')
+        result = run_farm("render", str(job_file), "--no-video", "--quiet")
+        assert result.returncode == 0, result.stderr
+        stores[method] = tmp_path / f"{method}.h5"
+    u, v = pixel_offsets(48, 27)
+    c = complex(float(center[0]), float(center[1]))
+    with Store(stores["frames"]) as d, Store(stores["expmap"]) as s:
+        assert d.frames == s.frames == 25
+        plan = s.plan()
+        angles = [f.angle for f in plan.video]
+        assert angles == [f.angle for f in d.plan().frames]
+        assert (angles[0], angles[12], angles[18], angles[24]) == (-20, 100, 100, 190)
+        assert np.array_equal(s.raw(12).fraction, s.raw(17).fraction)  # the still hold
+        for k in (0, 6, 12, 15, 21, 24):
+            spacing = float(plan.video[k].spacing)
+            turn = np.exp(1j * math.radians(float(angles[k])))
+            direct = (d.iterations(k), d.fraction(k))
+            yard = agreement(direct, escape(c + spacing * turn * (u + 0.25 + 1j * (v - 0.25)), 600))
+            raw = s.raw(k)
+            got = agreement(direct, (raw.iterations, raw.fraction))
+            assert got["class"] >= yard["class"] - 0.005 and got["median"] < 0.01, (k, got, yard)
