@@ -219,6 +219,7 @@ def test_turned_expmap_frames_look_like_turned_direct_renders():
     the same arithmetic as the strip's): as close as a quarter-pixel shift of the direct
     render is to itself, in the strip, the centre image and the band between."""
     from expmap_reference import escape
+
     from farm.synth import pixel_offsets, synthesize_arrays
     from farm.synth.quality import agreement
 
@@ -234,7 +235,8 @@ def test_turned_expmap_frames_look_like_turned_direct_renders():
         assert got["class"] >= ref["class"] - 0.005, (k, got, ref)
         assert got["median"] < 0.005, (k, got)
         if k:  # the unturned frame is another picture
-            wrong = agreement(escape(center + spacing * (u + 1j * v), max_iter), (s["iterations"], s["fraction"]))
+            unturned = escape(center + spacing * (u + 1j * v), max_iter)
+            wrong = agreement(unturned, (s["iterations"], s["fraction"]))
             assert wrong["median"] > 20 * max(got["median"], 0.001), (k, wrong, got)
 
 
@@ -282,6 +284,7 @@ def test_a_turning_zoom_renders_alike_in_both_methods(tmp_path):
     stores' plans give every video frame its angle."""
     from conftest import job_text, run_farm
     from expmap_reference import escape
+
     from farm.store.reader import Store
     from farm.synth import pixel_offsets
     from farm.synth.quality import agreement
@@ -317,3 +320,27 @@ def test_a_turning_zoom_renders_alike_in_both_methods(tmp_path):
             raw = s.raw(k)
             got = agreement(direct, (raw.iterations, raw.fraction))
             assert got["class"] >= yard["class"] - 0.005 and got["median"] < 0.01, (k, got, yard)
+
+
+def test_preview_and_validate_show_the_angles(tmp_path):
+    """farm preview renders each picked frame at its angle; farm validate lists them."""
+    from conftest import run_farm
+
+    from farm.preview import picks, preview_spec
+
+    for spec in (job(view='width = ["4", "1e-3"]\nangle = 10', animation="frames = 31\nturn = 45"),
+                 job(view="", animation="", keys=TURNING_KEYS)):
+        chosen = picks(spec)
+        angles = frame_angles(spec)
+        assert [p.angle for p in chosen] == [float(angles[p.frame]) for p in chosen]
+        small = preview_spec(spec, chosen, tmp_path)
+        assert [float(a) for a in frame_angles(small)] == [p.angle for p in chosen]
+    path = tmp_path / "turning.toml"
+    path.write_text(textwrap.dedent(HEAD.format(view='width = ["4", "1e-3"]\nangle = 10', fps=10,
+                                                animation="frames = 31\nturn = 45")))
+    result = run_farm("validate", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "rotation   10 deg at frame 0, turning 45 deg/s (counter-clockwise) to 145 deg" in result.stdout
+    path.write_text(textwrap.dedent(HEAD.format(view="", fps=10, animation="")) + TURNING_KEYS)
+    result = run_farm("validate", str(path))
+    assert "key 1: 1.2 s (frame 12), width 2.5e-4, angle 100 deg, then cubic" in result.stdout, result.stdout
