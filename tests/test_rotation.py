@@ -344,3 +344,32 @@ def test_preview_and_validate_show_the_angles(tmp_path):
     path.write_text(textwrap.dedent(HEAD.format(view="", fps=10, animation="")) + TURNING_KEYS)
     result = run_farm("validate", str(path))
     assert "key 1: 1.2 s (frame 12), width 2.5e-4, angle 100 deg, then cubic" in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("up", [True, False])
+def test_a_rotated_kf_location_renders_kfs_picture(tmp_path, up):
+    """`farm render` of a .kfr with RotateAngle (with and without ImagPointsUp): the last
+    frame's counts are those of the points KF puts at the same pixels (its pixel mapping
+    transcribed from its sources, tests/test_locations.py), iterated in MPFR."""
+    from conftest import run_farm
+    from reference import escape_count_mpfr
+    from test_locations import source_pixel
+
+    from farm import locations
+    from farm.store.reader import Store
+
+    re, im, zoom = "-0.7436438870371587", "0.1318259042053120", "3000"
+    (tmp_path / "spot.kfr").write_text("\r\n".join([
+        f"Re: {re}", f"Im: {im}", f"Zoom: {zoom}", "Iterations: 400", "RotateAngle: 37.5",
+        *(["ImagPointsUp: 1"] if up else []), ""]))
+    store = tmp_path / "spot.h5"
+    result = run_farm("render", str(tmp_path / "spot.kfr"), "--frames", "2", "--size", "32x18",
+                      "--max-iter", "source", "--no-video", "--quiet", "--store", str(store))
+    assert result.returncode == 0, result.stderr
+    with Store(store) as s:
+        got = s.iterations(1)
+        assert s.spec.view.angle == -37.5
+    want = np.array([[escape_count_mpfr(*source_pixel(locations.KF, re, im, zoom, (32, 18), i, j, 37.5, up),
+                                        400) for i in range(32)] for j in range(18)])
+    assert len(np.unique(want)) > 20
+    compare_counts(got, want, min_equal=0.99)
