@@ -1,5 +1,7 @@
 """An independent reference for escape counts: mpmath at 200 digits, straight from
-the contracts in DESIGN.md (pixel mapping with exact rationals, z(k+1) = z(k)^2 + c)."""
+the contracts in DESIGN.md (pixel mapping with exact rationals, z(k+1) = z(k)^2 + c).
+Turned views (a rotation angle) map pixels with mpmath's own cos and sin of the angle
+in radians, at the reference's precision (turned_sample_c): no farm code."""
 
 from __future__ import annotations
 

@@ -158,13 +158,19 @@ def test_turned_frames_match_the_reference(cl_device, fmt, center, width, max_it
         compare_counts(out["iterations"], want, min_equal=0.99)
 
 
-@pytest.mark.parametrize("fmt", ["f64", "fp128", "quad-single", "perturb"])
-def test_a_quarter_turn_is_the_frame_turned_on_the_screen(cl_device, fmt):
+QUARTER = {"f64": (("-0.75", "0.1"), "2.5"), "fp128": (("-0.75", "0.1"), "2.5"),
+           "quad-single": (("-0.75", "0.1"), "2.5"), "perturb": (CLASSIC, "1e-10"),
+           "perturb-floatexp": (("0", "1"), "1e-320")}  # c = i: structure at any depth
+
+
+@pytest.mark.parametrize("case", list(QUARTER))
+def test_a_quarter_turn_is_the_frame_turned_on_the_screen(cl_device, case):
     """A square view turned by 90 degrees shows the unturned frame turned clockwise, bit
     for bit (the pixel centres' counts and smooth offsets, here with 4 samples a pixel
     for the turned axes' layout), and its distance estimate turned with it (DEX, DEY
     stay in the frame's own image axes)."""
-    center, width = (("-0.75", "0.1"), "2.5") if fmt != "perturb" else (CLASSIC, "1e-10")
+    fmt = case.removesuffix("-floatexp")
+    center, width = QUARTER[case]
     args = (fmt, center, width, 1500, 0)
     unturned = _turned(*args, size=(20, 20), samples=4, distance=True)
     turned = _turned(*args[:4], 90, size=(20, 20), samples=4, distance=True)
@@ -379,3 +385,15 @@ def test_a_rotated_kf_location_renders_kfs_picture(tmp_path, up):
                                         400) for i in range(32)] for j in range(18)])
     assert len(np.unique(want)) > 20
     compare_counts(got, want, min_equal=0.99)
+
+
+def test_the_prepass_grid_turns_with_the_frame():
+    """max = "auto" samples a turned frame's own points (farm/plan/prepass.py)."""
+    from farm.plan import prepass
+
+    dr, di = prepass.grid_offsets((64, 36), 0.5)
+    qr, qi = prepass.grid_offsets((64, 36), 0.5, (0.0, 1.0))  # a quarter turn: (-di, dr)
+    assert np.array_equal(qr, -di) and np.array_equal(qi, dr)
+    c, s = math.cos(0.4), math.sin(0.4)
+    tr, ti = prepass.grid_offsets((64, 36), 0.5, (c, s))
+    assert np.allclose(tr + 1j * ti, (dr + 1j * di) * complex(c, s), rtol=0, atol=1e-16)

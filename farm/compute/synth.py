@@ -7,7 +7,8 @@ not there yet (about ``P / frames-per-octave`` rows), never the whole window. A 
 is then one kernel launch and the readback of its counts, offsets and histogram.
 
 Each output pixel's place in the strip (its column and log radius) is the same for
-every frame up to a shift of rows, so the host computes it once, with the numpy
+every frame up to a shift of rows (and, for a turned frame, of columns: its angle's
+``x_shift``; farm/synth/__init__.py), so the host computes it once, with the numpy
 reference's own expressions, and the kernel needs no transcendental function; the
 result equals :func:`farm.synth.synthesize_arrays` bit for bit on the devices tested
 (tests/test_expmap_synth.py).
