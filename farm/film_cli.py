@@ -64,15 +64,24 @@ def load_job(args: argparse.Namespace, palette_beside: str | None = None):
 
 
 def timeline_lines(spec) -> list[str]:
-    """``farm validate``'s lines for [[animation.keys]]: each key's frame, time and width."""
+    """``farm validate``'s lines for [[animation.keys]]: each key's frame, time, width
+    (and angle); and the rotation of a turning or turned view without angled keys."""
     fps = spec.animation.fps
     lines = []
     for i, key in enumerate(spec.animation.keys):
         frame = round(key.time_exact * fps)
         where = f"frame {frame}" if frame < spec.frames else "after the last frame"
         then = f", then {key.interpolation}" if i + 1 < len(spec.animation.keys) else ""
+        angle = f", angle {key.angle:g} deg" if key.angle is not None else ""
         lines.append(f"{'timeline' if i == 0 else '':10} key {i}: {key.time:g} s ({where}), width "
-                     f"{key.width_text(4)}{then}")
+                     f"{key.width_text(4)}{angle}{then}")
+    view, turn = spec.view.angle, spec.animation.turn
+    if turn:
+        last = view + turn * (spec.frames - 1) / fps
+        lines.append(f"rotation   {view:g} deg at frame 0, turning {turn:g} deg/s (counter-clockwise) "
+                     f"to {last:g} deg at the last frame")
+    elif view:
+        lines.append(f"rotation   {view:g} deg (counter-clockwise)")
     return lines
 
 

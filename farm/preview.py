@@ -2,15 +2,16 @@
 
 Which frames: the first, the frame at each key's time (``round(t fps)``) and one
 halfway between consecutive keys, and the last; without keys, ``count`` frames evenly
-spread. Each is rendered at the job's centre and that frame's exact width
-(farm/plan/curve.py), ``width`` pixels wide (default 256, the job's aspect ratio),
-one sample a pixel, by the same farm as ``farm render`` (the job's precision and
-iteration rule, the same device selection) into a temporary store: a preview job of
-one frame per pick, whose ``[[animation.keys]]`` hold each picked width at times 0, 1,
-2, ... at 1 fps. ``max_iter`` caps the iteration limit when given (a lower limit turns
-late-escaping pixels black, so by default the job's own rule is kept). The frames are
-coloured with the job's ``[color]`` (no smoothing across frames: they are far apart)
-and laid out with their frame number, time and width under each
+spread. Each is rendered at the job's centre, that frame's exact width and its angle
+(farm/plan/curve.py; the angle to a double), ``width`` pixels wide (default 256, the
+job's aspect ratio), one sample a pixel, by the same farm as ``farm render`` (the
+job's precision and iteration rule, the same device selection) into a temporary
+store: a preview job of one frame per pick, whose ``[[animation.keys]]`` hold each
+picked width and angle at times 0, 1, 2, ... at 1 fps. ``max_iter`` caps the
+iteration limit when given (a lower limit turns late-escaping pixels black, so by
+default the job's own rule is kept). The frames are coloured with the job's
+``[color]`` (no smoothing across frames: they are far apart) and laid out with their
+frame number, time and width under each
 (farm/encode/sheet.py).
 """
 
@@ -38,12 +39,13 @@ class Pick:
     width: str  # decimal string (40 significant digits), complex-plane units
     key: int | None  # the key at this frame, if any
     label: str  # the width to 3 digits
+    angle: float = 0.0  # degrees, counter-clockwise (farm/plan/curve.py, to a double)
 
 
 def picks(spec: specmod.JobSpec, count: int = 6) -> list[Pick]:
     """The frames a preview shows (see the module's docstring), with their widths."""
     import farm.numerics as num
-    from farm.plan.curve import widths_of
+    from farm.plan.curve import angles_of, widths_of
 
     last = spec.frames - 1
     fps, keys = spec.animation.fps, spec.animation.keys
@@ -55,9 +57,9 @@ def picks(spec: specmod.JobSpec, count: int = 6) -> list[Pick]:
     else:
         chosen |= {round(i * last / max(1, count - 1)) for i in range(count)}
     frames = sorted(chosen)
-    widths = widths_of(spec, frames)
-    return [Pick(k, num.decimal_text(w, 40), at_key.get(k), num.decimal_text(w, 3))
-            for k, w in zip(frames, widths, strict=True)]
+    widths, angles = widths_of(spec, frames), angles_of(spec, frames)
+    return [Pick(k, num.decimal_text(w, 40), at_key.get(k), num.decimal_text(w, 3), float(a))
+            for k, w, a in zip(frames, widths, angles, strict=True)]
 
 
 def preview_spec(spec: specmod.JobSpec, chosen: list[Pick], folder: Path, width: int = THUMB_WIDTH,
@@ -67,9 +69,11 @@ def preview_spec(spec: specmod.JobSpec, chosen: list[Pick], folder: Path, width:
     data = tomllib.loads(specmod.canonical_text(spec))
     w, h = spec.size
     data["view"].pop("width")
+    data["view"].pop("angle", None)  # each pick's angle is its key's
     data["image"] = {"size": [width, max(2, round(width * h / w))], "samples": 1}
     data["animation"] = {"fps": 1, "frames": len(chosen), "keys": [
-        {"time": j, "width": p.width, "interpolation": "hold"} for j, p in enumerate(chosen)]}
+        {"time": j, "width": p.width, "angle": p.angle, "interpolation": "hold"}
+        for j, p in enumerate(chosen)]}
     data["render"]["tile"] = "auto"
     if max_iter is not None:
         data["iterations"]["max"] = max_iter

@@ -31,7 +31,7 @@ from typing import Any
 
 from farm.color.palettes import FILE_SUFFIXES, STOPS, Gradient, gradient_table, read_gradient
 from farm.errors import SpecError
-from farm.waypoints import Key, complete, parse_duration, parse_keys
+from farm.waypoints import Key, complete, parse_angle, parse_duration, parse_keys, parse_turn
 
 PALETTES = tuple(STOPS)
 COLOR_METHODS = ("shade", "histogram", "smooth", "distance")
@@ -56,6 +56,7 @@ _DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 class View:
     center: tuple[str, str]  # decimal strings: real, imaginary
     width: tuple[str, str]  # decimal strings: first and last frame, complex-plane units
+    angle: float = 0.0  # degrees, counter-clockwise: the first frame's rotation (farm/waypoints.py)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ class Animation:
     # waypoints of the zoom's timeline (farm/waypoints.py, farm/plan/curve.py); () for the
     # constant zoom speed from view.width[0] to view.width[1]
     keys: tuple[Key, ...] = ()
+    # degrees per second: a constant turning speed from view.angle (farm/waypoints.py)
+    turn: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -312,6 +315,7 @@ RESOLVED = (("animation", "duration"),)
 # Keys left out of the canonical text when they have their default (so that jobs
 # without them keep their text and hash, and existing stores match their jobs).
 OMITTED_DEFAULTS = {("animation", "keys"): (), ("output", "audio"): None,
+                    ("view", "angle"): 0.0, ("animation", "turn"): 0.0,
                     ("output", "compression"): "zstd", ("output", "compression_level"): 1}
 
 
@@ -326,7 +330,7 @@ def _audio(value: Any, field: str) -> str:
 
 # section -> key -> (parser, default). Order here is the canonical order.
 SCHEMA: dict[str, dict[str, tuple[Callable[[Any, str], Any], Any]]] = {
-    "view": {"center": (_center, REQUIRED), "width": (_widths, DERIVED)},
+    "view": {"center": (_center, REQUIRED), "width": (_widths, DERIVED), "angle": (parse_angle, 0.0)},
     "image": {"size": (_size, REQUIRED), "samples": (_samples, 1)},
     "animation": {
         "frames": (_int_in(1, 100_000), DERIVED),
@@ -335,6 +339,7 @@ SCHEMA: dict[str, dict[str, tuple[Callable[[Any, str], Any], Any]]] = {
         "oversample": (_float_in(0.5, 4.0), 1.0),
         "duration": (parse_duration, OPTIONAL),
         "keys": (_keys, ()),
+        "turn": (parse_turn, 0.0),
     },
     "iterations": {
         "max": (_max_iter, "auto"),
@@ -551,8 +556,9 @@ PIXEL_FIELDS = ("view", "image", "animation.frames", "animation.method", "animat
 
 
 def pixel_identity(spec: JobSpec) -> dict[str, Any]:
-    """What must match for a store to be resumed with this spec. With timeline keys,
-    ``animation.fps`` decides the frames' times, so it belongs to the pixels too."""
+    """What must match for a store to be resumed with this spec. With timeline keys or
+    a turning speed, ``animation.fps`` decides the frames' times (their widths and
+    angles), so it belongs to the pixels too."""
     out: dict[str, Any] = {}
     for name in PIXEL_FIELDS:
         section, _, key = name.partition(".")
@@ -560,7 +566,8 @@ def pixel_identity(spec: JobSpec) -> dict[str, Any]:
         out[name] = part[key] if key else part
     keys = spec.animation.keys
     out["animation.keys"] = [dataclasses.asdict(k) for k in keys]
-    out["animation.fps"] = spec.animation.fps if keys else None
+    out["animation.turn"] = spec.animation.turn
+    out["animation.fps"] = spec.animation.fps if keys or spec.animation.turn else None
     return out
 
 

@@ -19,9 +19,20 @@ The canonical text (:func:`farm.spec.canonical_text`) holds the resolved frames 
 the keys, never ``duration``: a store's spec needs no audio file to be rebuilt, and
 MPI workers and resumes compute the same widths from it.
 
-Rotation (later): a key will carry ``angle`` (degrees at that time) beside its width,
-interpolated on the same timeline; ``angle`` is recognised now and refused with a
-message saying so.
+Rotation: each frame turns the view by an angle (degrees, counter-clockwise: the
+picture turns clockwise on the screen as the angle grows), from one of
+
+* ``view.angle`` (degrees, default 0) plus ``animation.turn`` (degrees per second,
+  default 0): frame ``k`` at ``view.angle + turn * k / fps`` (a constant turning speed);
+* ``angle`` in the keys (degrees at that time), on the same timeline and with the same
+  per-segment interpolation as the widths, in plain degrees (farm/plan/curve.py):
+  every key gives one when one does, and ``view.angle`` and ``animation.turn`` are
+  then left out.
+
+Angles are numbers read as the shortest decimal that gives them (as key times are):
+``angle = 0.1`` is exactly 1/10 of a degree. The canonical text leaves ``view.angle``,
+``animation.turn`` and keys' ``angle`` out when they are not given (0, 0, none), so
+jobs without rotation keep their text and hash.
 """
 
 from __future__ import annotations
@@ -41,9 +52,11 @@ if TYPE_CHECKING:
     from farm.spec import JobSpec
 
 INTERPOLATIONS = ("cubic", "linear", "hold")
-KEY_FIELDS = ("time", "width", "zoom", "interpolation")
+KEY_FIELDS = ("time", "width", "zoom", "interpolation", "angle")
 MAX_TIME = 1e6  # seconds (11.6 days of video)
 MAX_FRAMES = 100_000  # farm.spec: animation.frames
+MAX_ANGLE = 1e9  # degrees (|angle|; turns beyond a full one are reduced exactly)
+MAX_TURN = 1e6  # degrees per second (|animation.turn|)
 
 
 @dataclass(frozen=True)
@@ -54,12 +67,19 @@ class Key:
     width: str | None = None  # decimal string, complex-plane units across the image
     zoom: str | None = None  # decimal string: the width is 4 / zoom
     interpolation: str = "cubic"  # from this key to the next: cubic | linear | hold
+    angle: float | None = None  # degrees at this time (counter-clockwise); None: not keyed
 
     @property
     def time_exact(self) -> Fraction:
         """The time as the shortest decimal that gives the float (0.1 is 1/10): what
         the user wrote, so a key at 0.1 s falls exactly on frame 3 at 30 fps."""
         return Fraction(repr(self.time))
+
+    @property
+    def angle_exact(self) -> Fraction:
+        """The angle as the shortest decimal that gives the float (degrees)."""
+        assert self.angle is not None
+        return exact(self.angle)
 
     def width_exact(self) -> Fraction:
         """The width as an exact rational (``4 / zoom`` for a zoom key)."""
@@ -78,9 +98,14 @@ class Key:
             return format((Decimal(4) / Decimal(self.zoom)).normalize(), "e")
 
 
-def _number(value: Any, field: str, lo: float, hi: float) -> float:
+def exact(value: float) -> Fraction:
+    """A float as the shortest decimal that gives it, exactly (0.1 is 1/10)."""
+    return Fraction(repr(float(value)))
+
+
+def _number(value: Any, field: str, lo: float, hi: float, unit: str = "seconds") -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise SpecError(field, f"must be a number of seconds, got {value!r}")
+        raise SpecError(field, f"must be a number of {unit}, got {value!r}")
     if not lo <= value <= hi:
         raise SpecError(field, f"{value} is out of range: {lo:g} to {hi:g}")
     return float(value)
@@ -90,9 +115,6 @@ def _key(item: Any, field: str, decimal: Callable[[Any, str], str]) -> Key:
     if not isinstance(item, dict):
         raise SpecError(field, "must be a table {time = seconds, width = \"...\"}")
     for name in item:
-        if name == "angle":
-            raise SpecError(f"{field}.angle", "rotation is not available yet (a later version "
-                            "keys the angle on this timeline)")
         if name not in KEY_FIELDS:
             close = difflib.get_close_matches(name, KEY_FIELDS, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -112,7 +134,10 @@ def _key(item: Any, field: str, decimal: Callable[[Any, str], str]) -> Key:
     how = item.get("interpolation", "cubic")
     if how not in INTERPOLATIONS:
         raise SpecError(f"{field}.interpolation", f"{how!r} is not one of: {' | '.join(INTERPOLATIONS)}")
-    return Key(time, text if name == "width" else None, text if name == "zoom" else None, how)
+    angle = None
+    if "angle" in item:
+        angle = _number(item["angle"], f"{field}.angle", -MAX_ANGLE, MAX_ANGLE, "degrees")
+    return Key(time, text if name == "width" else None, text if name == "zoom" else None, how, angle)
 
 
 def parse_keys(value: Any, field: str, decimal: Callable[[Any, str], str]) -> tuple[Key, ...]:
@@ -125,7 +150,27 @@ def parse_keys(value: Any, field: str, decimal: Callable[[Any, str], str]) -> tu
         if keys[k].time_exact <= keys[k - 1].time_exact:
             raise SpecError(f"{field}[{k}].time", f"{keys[k].time} must be after the key "
                             f"before it ({keys[k - 1].time})")
+    angled = [key.angle is not None for key in keys]
+    if any(angled) and not all(angled):
+        k = angled.index(False)
+        raise SpecError(f"{field}[{k}].angle", "is required: when one key gives an angle, every "
+                        f"key does (key {angled.index(True)} gives one)")
     return keys
+
+
+def parse_angle(value: Any, field: str) -> float:
+    """``view.angle``: degrees, counter-clockwise."""
+    return _number(value, field, -MAX_ANGLE, MAX_ANGLE, "degrees")
+
+
+def parse_turn(value: Any, field: str) -> float:
+    """``animation.turn``: degrees per second (a constant turning speed)."""
+    return _number(value, field, -MAX_TURN, MAX_TURN, "degrees per second")
+
+
+def keyed_angles(keys: tuple[Key, ...]) -> bool:
+    """Whether the keys carry the angle (every key then has one)."""
+    return bool(keys) and keys[0].angle is not None
 
 
 def parse_duration(value: Any, field: str) -> float | str:
@@ -193,4 +238,9 @@ def complete(spec: JobSpec, given: dict[str, Any],
         view = dataclasses.replace(view, width=derived)
     elif not given["width"]:
         raise SpecError("view.width", "is required (or [[animation.keys]])")
+    if keyed_angles(animation.keys):
+        for name, value in (("view.angle", view.angle), ("animation.turn", animation.turn)):
+            if value != 0:
+                raise SpecError(name, "the keys give the angle ([[animation.keys]] angle); "
+                                f"leave {name} out")
     return dataclasses.replace(spec, animation=animation, view=view)

@@ -3,7 +3,7 @@
  * Number format: binary64. Resolves pixel spacings down to the limit measured in
  * farm/plan/precision.py (about 10 ulps of a coordinate near the set).
  * Extensions: cl_khr_fp64.
- * Provides, for mandel.cl: COORD_T = double, escape_time, to_double.
+ * Provides, for mandel.cl: COORD_T = double, escape_time, to_double, coord_add.
  * With -DDISTANCE escape_time also carries w = ds dz/dc in double (see mandel.cl).
  */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
@@ -11,6 +11,9 @@
 #define COORD_T double
 
 inline double to_double(double x) { return x; }
+
+/* a + b for a turned frame's coordinate (mandel.cl, -DROTATED): one rounding. */
+inline double coord_add(double a, double b) { return a + b; }
 
 /* z(1) = c; returns the first k with |z(k)|^2 > r2, or 0 after max_iter steps.
  * -DDISTANCE: *dz = w(k), w(0) = 0, w(k) = 2 z(k-1) w(k-1) + ds (ds dz/dc). */

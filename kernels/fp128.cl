@@ -40,7 +40,7 @@
  * portable one keeps, so results are bitwise identical (tests/test_fp128.py checks
  * both against exact integers).
  *
- * Provides, for mandel.cl: COORD_T = uint4, escape_time, to_double. With -DDISTANCE
+ * Provides, for mandel.cl: COORD_T = uint4, escape_time, to_double, coord_add. With -DDISTANCE
  * escape_time also carries w = ds dz/dc in double, from z rounded to double each step
  * (see mandel.cl): the derivative needs no more than double's relative precision.
  */
@@ -268,6 +268,10 @@ inline fp128 fp_mul(fp128 a, fp128 b)
 }
 
 inline fp128 fp_sqr(fp128 a) { return fp_sqr_u(fp_abs(a)); }
+
+/* a + b for a turned frame's coordinate (mandel.cl, -DROTATED): exact (fixed point;
+ * the coordinates are far inside the 32 integer bits). */
+inline fp128 coord_add(fp128 a, fp128 b) { return fp_add(a, b); }
 
 inline double to_double(fp128 a)
 {

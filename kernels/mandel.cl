@@ -8,6 +8,7 @@
  * Number format: supplied by the format file compiled in front of this one.
  * A direct format (f64.cl, fp128.cl, qs.cl) defines
  *     COORD_T                     the coordinate type (double, uint4, float4)
+ *     COORD_T coord_add(COORD_T a, COORD_T b)   (-DROTATED) a + b
  *     uint escape_time(COORD_T cr, COORD_T ci, uint max_iter, COORD_T r2, double ds,
  *                      double2 *z, double2 *dz)
  *                                 the count n (0: interior) and z(n) as doubles; built
@@ -30,7 +31,8 @@
  * (32-bit counters, merged into the global histogram once per work-group);
  * -DSAMPLES=<S> samples per pixel (default 1; farm/plan/samples.py places them);
  * -DDISTANCE the distance estimate (without it the kernel computes exactly what it
- * computes without these options: same arguments, same arithmetic).
+ * computes without these options: same arguments, same arithmetic); -DROTATED a
+ * turned frame (see "Turned frames"; without it, the unturned kernel as it was).
  *
  * Entry point: mandel(FORMAT_ARGS, tw, npix, max_iter, iters, frac, [dist], [s_iters,
  * s_frac, [s_dist]], hist); for a direct format FORMAT_ARGS are
@@ -38,6 +40,10 @@
  *   ys     [th * S]   COORD_T  imaginary part of each (tile row, sample): ys[row * S + k]
  *   r2                COORD_T  escape radius squared
  *   ds                double   (-DDISTANCE only) the pixel spacing s, complex-plane units
+ *   rot               double2  (-DROTATED only) (cos, sin) of the frame's angle
+ * (with -DROTATED xs holds [tw * S * 2]: A_re, A_im of (column, sample) q at 2q, 2q + 1,
+ * and ys [th * S * 2]: B_re, B_im of (row, sample) q; the sample's c is (A_re + B_re,
+ * A_im + B_im): see "Turned frames"),
  * then, for every format (S = SAMPLES; sample 0 is the pixel centre),
  *   tw                uint     tile width in pixels
  *   npix              uint     tile pixels, tw * th; npix * S < 2^32
@@ -76,6 +82,18 @@
  * (perturbed frames carry the same w, in floatexp below 1e-305: kernels/perturb.cl).
  * 0 for interior pixels, and where w is not finite (a sample on the set at double's
  * resolution).
+ *
+ * Turned frames (-DROTATED): the frame shows the view turned by its angle theta
+ * (counter-clockwise), c = C + s e^{i theta} (u + i v) for the pixel (sample) at (u, v)
+ * pixels from the centre, v up (farm/numerics/__init__.py). A direct format reads
+ * each coordinate as the sum of a column term and a row term (coord_add, from the
+ * format file: exact in fp128, one rounding in f64 and quad-single;
+ * farm/numerics/axes.py); perturb.cl turns each pixel's offset itself (its header).
+ * The derivative w = s dz/dc is carried as before, so conj(z ln|z| / w) is the
+ * direction in the unturned frame's image axes; the turned frame's image axes are
+ * those turned by theta, so distance_px turns the vector by e^{i theta} (rot): in
+ * both frames (DEX, DEY) points away from the set in the frame's own image axes.
+ * The unturned kernel (no -DROTATED) is the same source as before, untouched.
  */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 
@@ -85,20 +103,35 @@
 #define SAMPLES 1
 #endif
 
+#ifndef ROT_ARG /* (perturb.cl defines them for its own arguments) */
+#ifdef ROTATED
+#define ROT_ARG , const double2 rot
+#define ROT_ARG_NAME , rot
+#else
+#define ROT_ARG
+#define ROT_ARG_NAME
+#endif
+#endif
+
 #ifndef FORMAT_ARGS /* a direct format: per-(column, sample) and per-(row, sample) coordinates */
 #ifdef DISTANCE
 #define FORMAT_ARGS __global const COORD_T *xs, __global const COORD_T *ys, const COORD_T r2, \
-                    const double ds
-#define FORMAT_ARG_NAMES xs, ys, r2, ds
+                    const double ds ROT_ARG
+#define FORMAT_ARG_NAMES xs, ys, r2, ds ROT_ARG_NAME
 #else
-#define FORMAT_ARGS __global const COORD_T *xs, __global const COORD_T *ys, const COORD_T r2
-#define FORMAT_ARG_NAMES xs, ys, r2
+#define FORMAT_ARGS __global const COORD_T *xs, __global const COORD_T *ys, const COORD_T r2 ROT_ARG
+#define FORMAT_ARG_NAMES xs, ys, r2 ROT_ARG_NAME
 #endif
 /* Sample k of tile pixel (col, row): its count, z(n), c and (-DDISTANCE) s dz/dc. */
 inline uint escape_sample(FORMAT_ARGS, uint col, uint row, uint k, uint max_iter, double2 *z,
                           double2 *c, double2 *dz)
 {
+#ifdef ROTATED /* a turned frame: each coordinate is a column term plus a row term */
+    const uint a = 2 * (col * SAMPLES + k), b = 2 * (row * SAMPLES + k);
+    const COORD_T cr = coord_add(xs[a], ys[b]), ci = coord_add(xs[a + 1], ys[b + 1]);
+#else
     const COORD_T cr = xs[col * SAMPLES + k], ci = ys[row * SAMPLES + k];
+#endif
     *c = (double2)(to_double(cr), to_double(ci));
 #ifdef DISTANCE
     return escape_time(cr, ci, max_iter, r2, ds, z, dz);
@@ -145,16 +178,23 @@ inline float smooth_offset(double2 *z, double cr, double ci, double2 *w, double 
 
 #ifdef DISTANCE
 /* conj(z ln|z| / w) as (DEX, DEY), see the header; w scaled by its largest component
- * first (|w|^2 may overflow where w does not); 0 when w is 0 or not finite. */
-inline float2 distance_px(double2 z, double2 w)
+ * first (|w|^2 may overflow where w does not); 0 when w is 0 or not finite. A turned
+ * frame (-DROTATED, rot = (cos, sin) of its angle) turns the vector by its angle, from
+ * the unturned image axes into its own (see "Distance estimate"). */
+inline float2 distance_px(double2 z, double2 w ROT_ARG)
 {
     const double m = fmax(fabs(w.x), fabs(w.y));
     if (!(m > 0.0 && m <= DBL_MAX))
         return (float2)(0.0f, 0.0f);
     const double ax = w.x / m, ay = w.y / m;
     const double l = 0.5 * log(z.x * z.x + z.y * z.y) / (m * (ax * ax + ay * ay));
+#ifdef ROTATED
+    const double dx = (z.x * ax + z.y * ay) * l, dy = -(z.y * ax - z.x * ay) * l;
+    const float2 d = (float2)((float)(dx * rot.x - dy * rot.y), (float)(dx * rot.y + dy * rot.x));
+#else
     const float2 d = (float2)((float)((z.x * ax + z.y * ay) * l),
                               (float)(-(z.y * ax - z.x * ay) * l));
+#endif
     return isfinite(d.x) && isfinite(d.y) ? d : (float2)(0.0f, 0.0f);
 }
 #define DIST_ARG , __global float2 *dist
@@ -188,6 +228,9 @@ struct sample_sink {
     __local uint *lh;
     uint nlocal;
     double ds; /* the pixel spacing (-DDISTANCE; 0 otherwise) */
+#ifdef ROTATED
+    double2 rot; /* (cos, sin) of the frame's angle */
+#endif
 };
 
 /* Sample k = q % SAMPLES of tile pixel p = q / SAMPLES has count n (0: interior), ends
@@ -198,7 +241,11 @@ void sample_done(struct sample_sink *o, uint q, uint n, double2 z, double2 c, do
     const uint p = q / SAMPLES, k = q - p * SAMPLES;
     const float f = n ? smooth_offset(&z, c.x, c.y, &w, o->ds) : 0.0f;
 #ifdef DISTANCE
+#ifdef ROTATED
+    const float2 d = n ? distance_px(z, w, o->rot) : (float2)(0.0f, 0.0f);
+#else
     const float2 d = n ? distance_px(z, w) : (float2)(0.0f, 0.0f);
+#endif
 #endif
 #if SAMPLES > 1
     const uint e = k ? p * (SAMPLES - 1) + k - 1 : p;
@@ -271,7 +318,11 @@ __kernel void mandel(FORMAT_ARGS, const uint tw, const uint npix, const uint max
                                s_dist,
 #endif
 #endif
-                               hist, lh, nlocal, spacing};
+                               hist, lh, nlocal, spacing
+#ifdef ROTATED
+                               , rot
+#endif
+                               };
 #if defined(PERTURB_LANES) && !defined(PERTURB_FX)
     /* perturbation on a CPU: the format keeps several samples in flight per work-item
      * (perturb_lanes.cl) */

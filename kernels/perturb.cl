@@ -98,6 +98,9 @@
  *   h_m, h_e          double, int  half the pixel spacing, h = h_m * 2^h_e, h_m in [0.5, 1)
  *   soff      [S]       int2       (SAMPLES > 1 only) sample k's offset from the pixel
  *                                  centre in 2^-16 px, x right, y down; soff[0] = (0, 0)
+ *   rot                 double2    (-DROTATED only) (cos, sin) of the frame's angle: each
+ *                                  pixel's offset from the view centre is turned by it
+ *                                  (pixel_offset; farm/compute/perturbation.py)
  *   polar tile (-DPOLAR) instead:
  *   rho_m     [th]      double     radius mantissa of each tile row
  *   rho_e               int        their shared exponent: rho(row) = rho_m[row] * 2^rho_e
@@ -123,9 +126,17 @@
 #define SAMPLES 1
 #endif
 
+#ifdef ROTATED /* a turned flat tile: (cos, sin) of the frame's angle after its arguments */
+#define ROT_ARG , const double2 rot
+#define ROT_ARG_NAME , rot
+#else
+#define ROT_ARG
+#define ROT_ARG_NAME
+#endif
+
 #ifdef POLAR
-#if SAMPLES > 1 || defined(DISTANCE)
-#error "polar tiles take one sample per pixel and no distance estimate"
+#if SAMPLES > 1 || defined(DISTANCE) || defined(ROTATED)
+#error "polar tiles take one sample per pixel, no distance estimate and no turn"
 #endif
 #define OFFSET_ARGS __global const double *rho_m, const int rho_e, __global const double2 *cis
 #define OFFSET_ARG_NAMES rho_m, rho_e, cis
@@ -144,19 +155,32 @@ inline double2 pixel_offset(OFFSET_ARGS, uint col, uint row, uint k, int *e)
 #define SOFF_ARG_NAME
 #endif
 #define OFFSET_ARGS const int kx0, const int ky0, const double2 ref_off, const double h_m, \
-                    const int h_e SOFF_ARG
-#define OFFSET_ARG_NAMES kx0, ky0, ref_off, h_m, h_e SOFF_ARG_NAME
+                    const int h_e SOFF_ARG ROT_ARG
+#define OFFSET_ARG_NAMES kx0, ky0, ref_off, h_m, h_e SOFF_ARG_NAME ROT_ARG_NAME
 /* the pixel spacing s = 2 h (-DDISTANCE: the derivative's unit; 0 or subnormal in
  * floatexp frames, where only the smooth offset's last steps use it) */
 #define PIXEL_SPACING ldexp(h_m, h_e + 1)
 /* dc of sample k of tile pixel (col, row) as a mantissa pair times 2^(*e): its offset
  * from the reference point is ((kx0 + 2 col + 2 ox + ref_off.x) + i (ref_off.y - (ky0 +
  * 2 row + 2 oy))) h, (ox, oy) = soff[k] 2^-16 (the sums before ref_off are exact in a
- * double; one rounding where ref_off is added) */
+ * double; one rounding where ref_off is added). A turned frame (-DROTATED) turns the
+ * offset from the view centre, p + i q = (kx0 + 2 col + 2 ox) - i (ky0 + 2 row + 2 oy),
+ * by rot = (cos, sin) before ref_off is added: one rounding in each product's fma and
+ * one where ref_off is added; at rot = (1, 0) the same numbers as unturned. */
 inline double2 pixel_offset(OFFSET_ARGS, uint col, uint row, uint k, int *e)
 {
     *e = h_e;
+#ifdef ROTATED /* the offset from the view centre (p, q) turned by rot, then ref_off added */
 #if SAMPLES > 1
+    const int2 o = soff[k];
+    const double p = (double)(kx0 + 2 * (int)col) + (double)o.x * 0x1p-15;
+    const double q = -((double)(ky0 + 2 * (int)row) + (double)o.y * 0x1p-15);
+#else
+    const double p = (double)(kx0 + 2 * (int)col), q = -(double)(ky0 + 2 * (int)row);
+#endif
+    return (double2)(fma(p, rot.x, -(q * rot.y)) + ref_off.x,
+                     fma(p, rot.y, q * rot.x) + ref_off.y) * h_m;
+#elif SAMPLES > 1
     const int2 o = soff[k];
     const double sx = (double)o.x * 0x1p-15, sy = (double)o.y * 0x1p-15;
     return (double2)(((double)(kx0 + 2 * (int)col) + sx) + ref_off.x,

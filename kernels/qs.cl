@@ -18,7 +18,7 @@
  * transformations need every product and sum rounded as written) and back on at
  * its end.
  *
- * Provides, for mandel.cl: COORD_T = float4, escape_time, to_double. For tests and
+ * Provides, for mandel.cl: COORD_T = float4, escape_time, to_double, coord_add. For tests and
  * other callers: qs_add (the variant the reference loop uses), qs_add_accurate,
  * qs_add_sloppy, qs_neg, qs_sub (with qs_add), qs_sub_accurate, qs_mul, qs_sqr,
  * qs_mul2, qs_gt, the fused loop steps qs_mul2_add (2ab + c) and qs_sqr_sub_add
@@ -492,6 +492,18 @@ inline float4 qs_sqr_sub_add(float4 a, float4 b, float4 c)
 #undef QS_ADD3
 
 /* ------------------------------------------------------------------ for mandel.cl */
+
+/* a + b for a turned frame's coordinate (mandel.cl, -DROTATED): the accurate addition
+ * (one rounding, <= 2^-96 |a + b|); a term that is exactly 0 (at multiples of 90
+ * degrees, farm/numerics/axes.py) gives the other term's limbs unchanged. */
+inline float4 coord_add(float4 a, float4 b)
+{
+    if (b.s0 == 0.0f)
+        return a;
+    if (a.s0 == 0.0f)
+        return b;
+    return qs_add_accurate(a, b);
+}
 
 /* The value rounded to double: the limbs summed smallest first. */
 inline double to_double(float4 x)

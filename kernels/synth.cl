@@ -11,6 +11,11 @@
  *     with the reference's own expressions: positions then agree bit for bit);
  *     centre-image column cx = zoom u + Wc/2 - 0.5, row cy = -zoom v + Hc/2 - 0.5
  *     (clamped at its edges);
+ *   - a turned frame (angle theta: rot = (cos, sin), x_shift = A theta / (2 pi))
+ *     reads the strip at column x + x_shift and the centre image at (u, v) turned by
+ *     theta, (u cos - v sin, u sin + v cos), and turns its distance estimate by
+ *     e^(i theta) into its own image axes; rot = (1, 0) skips all three, so an unturned
+ *     frame computes what it did before;
  *   - strip weight t = clamp((rho + t_off) * inv_blend, 0, 1): 0 centre image only,
  *     1 strip only, between both with mu mixed as (1 - t) mu_centre + t mu_strip;
  *   - per source: a sample is exterior when 1 <= n <= max_iter; the nearest of the four
@@ -42,6 +47,8 @@
  *   Wc, Hc               uint    centre-image size
  *   zoom                 double  q 2^depth_k: centre pixels per frame pixel
  *   t_off, inv_blend     double  l_centre... : t = (rho + t_off) inv_blend
+ *   rot                  double2 (cos, sin) of the frame's angle ((1, 0): not turned)
+ *   x_shift              double  the frame's turn in strip columns (A theta / (2 pi))
  *   W, H                 uint    output size
  *   max_iter             uint    the frame's iteration limit, < 2^31
  *   with -DWITH_DISTANCE, next:
@@ -133,7 +140,8 @@ __kernel void synth(__global const uint *strip_n, __global const float *strip_f,
                     const int row_lo, const int row_hi,
                     __global const uint *centre_n, __global const float *centre_f,
                     const uint Wc, const uint Hc, const double zoom, const double t_off,
-                    const double inv_blend, const uint W, const uint H, const uint max_iter,
+                    const double inv_blend, const double2 rot, const double x_shift,
+                    const uint W, const uint H, const uint max_iter,
 #ifdef WITH_DISTANCE
                     __global const float2 *strip_de, __global const float2 *centre_de,
                     const double de_off, __global float2 *out_de,
@@ -144,6 +152,7 @@ __kernel void synth(__global const uint *strip_n, __global const float *strip_f,
     const uint nlocal = hist_local_clear(lh, max_iter);
 
     const uint npix = W * H, G = get_global_size(0);
+    const int turned = rot.x != 1.0 || rot.y != 0.0;
     for (uint p = get_global_id(0); p < npix; p += G) {
         const uint j = p / W, i = p - j * W;
         const double u = (double)i + 0.5 - 0.5 * (double)W;
@@ -154,7 +163,7 @@ __kernel void synth(__global const uint *strip_n, __global const float *strip_f,
         sample_t s, c;
         s.exterior = c.exterior = 0;
         if (t > 0.0) { /* the strip */
-            const double x = xr.x, y = y_off + P * rho;
+            const double x = turned ? xr.x + x_shift : xr.x, y = y_off + P * rho;
             const double x0 = floor(x), y0 = floor(y);
             const int xi = (int)x0;
             const int yi = clamp((int)y0, row_lo, row_hi - 2);
@@ -168,8 +177,10 @@ __kernel void synth(__global const uint *strip_n, __global const float *strip_f,
                          ra, rb, ca, cb, A, x - x0, y - y0, max_iter);
         }
         if (t < 1.0) { /* the centre image */
-            const double cx = zoom * u + 0.5 * (double)Wc - 0.5;
-            const double cy = -zoom * v + 0.5 * (double)Hc - 0.5;
+            const double ut = turned ? u * rot.x - v * rot.y : u;
+            const double vt = turned ? u * rot.y + v * rot.x : v;
+            const double cx = zoom * ut + 0.5 * (double)Wc - 0.5;
+            const double cy = -zoom * vt + 0.5 * (double)Hc - 0.5;
             const double x0 = floor(cx), y0 = floor(cy);
             const int xi = (int)x0, yi = (int)y0;
             const uint ca = (uint)clamp(xi, 0, (int)Wc - 1), cb = (uint)clamp(xi + 1, 0, (int)Wc - 1);
@@ -203,6 +214,8 @@ __kernel void synth(__global const uint *strip_n, __global const float *strip_f,
         iters[p] = n;
         frac[p] = d;
 #ifdef WITH_DISTANCE
+        if (turned) /* from the sources' unturned axes into the frame's */
+            de = (double2)(de.x * rot.x - de.y * rot.y, de.x * rot.y + de.y * rot.x);
         out_de[p] = convert_float2(de);
 #endif
         hist_count(lh, nlocal, hist, n);

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from conftest import run_farm
+from reference import turned_sample_c
 
 from farm import locations
-from farm import numerics as num
 from farm import spec as specmod
 from farm.color import palettes
 from farm.encode.outputs import png_bytes
@@ -59,12 +59,38 @@ def farm_in(folder: Path, *args: str):
     return run_farm(*args, cwd=folder, env={"PYTHONPATH": str(ROOT)})
 
 
-def kf_pixel(re: str, im: str, zoom: str, size, i: int, j: int) -> tuple[Fraction, Fraction]:
-    """KF's (and F3's) pixel centre, exactly: height 4/Zoom, square pixels, imaginary up."""
+def source_pixel(program, re: str, im: str, zoom: str, size, i: int, j: int, rotate: float = 0.0,
+                 up: bool = True) -> tuple[Fraction, Fraction]:
+    """The point the source program puts at its pixel (i, j) (its pixel centre, as the
+    farm's, to 60 digits): view height 4/Zoom, square pixels, and each program's own
+    transform, as its sources compute it. F3 (src/hybrid.cc, src/matrix.h): c = C + s K
+    (u, v), K row-major (cos r, -sin r, sin r, cos r), v = j + 1/2 - H/2 with rows
+    counted from the bottom (F3 flips its images on saving: v up). KF
+    (GetPixelCoordinates, common/matrix.cpp polar_composition, glm's column-major
+    mat2): M = R G, R = mat2(cos r, -sin r, sin r, cos r), G = mat2(1, 0, 0, sign),
+    sign -1 with ImagPointsUp (``up``) and 1 without; x = M[0][0] u + M[0][1] v, y =
+    M[1][0] u + M[1][1] v with v = j + 1/2 - H/2, rows counted from the top."""
+    import mpmath
+
+    def glm(a, b, c, d):  # glm's mat2(a, b, c, d): columns (a, b) and (c, d); m[col][row]
+        return [[a, b], [c, d]]
+
+    def product(a, b):  # glm's a * b (the matrix product, column-major storage)
+        return [[sum(a[k][row] * b[col][k] for k in range(2)) for row in range(2)] for col in range(2)]
+
     w, h = size
-    s = Fraction(4) / (Fraction(zoom) * h)
-    return (Fraction(re) + (Fraction(2 * i + 1 - w, 2)) * s,
-            Fraction(im) - (Fraction(2 * j + 1 - h, 2)) * s)
+    with mpmath.workdps(60):
+        s = mpmath.mpf(4) / (mpmath.mpf(zoom) * h)
+        r = mpmath.radians(mpmath.mpf(repr(float(rotate))))
+        c, n = mpmath.cos(r), mpmath.sin(r)
+        u, v = mpmath.mpf(2 * i + 1 - w) / 2, mpmath.mpf(2 * j + 1 - h) / 2
+        if program == locations.F3:
+            v = -v  # the saved image's row j is F3's row h - 1 - j
+            x, y = c * u - n * v, n * u + c * v
+        else:
+            m = product(glm(c, -n, n, c), glm(1, 0, 0, -1 if up else 1))
+            x, y = m[0][0] * u + m[0][1] * v, m[1][0] * u + m[1][1] * v
+        return exact(mpmath.mpf(re) + s * x), exact(mpmath.mpf(im) + s * y)
 
 
 def exact(x) -> Fraction:
@@ -73,19 +99,20 @@ def exact(x) -> Fraction:
     return (-1) ** sign * Fraction(man) * Fraction(2) ** exp
 
 
-def assert_pixels_match(spec, re, im, zoom):
-    """The spec's last frame maps pixels (DESIGN.md's contract, farm.numerics.axis) onto the
-    source program's pixel centres, to far below a pixel."""
+def assert_pixels_match(spec, program, re, im, zoom, rotate=0.0, up=True, conjugate=False):
+    """The spec's last frame maps pixels (the README's contract, turned by view.angle:
+    tests/reference.py's independent mapping) onto the source program's pixel centres
+    (their conjugates with ``conjugate``: the same escape times), to far below a pixel."""
     w, h = spec.size
-    plan = make_plan(spec)
-    last = plan.frames[-1]
     s_source = Fraction(4) / (Fraction(zoom) * h)
     for i, j in [(0, 0), (w - 1, h - 1), (w // 2, h // 3), (7, h - 2)]:
-        xs = num.axis(spec.view.center[0], last.spacing, w, i, 1, +1, last.bits)
-        ys = num.axis(spec.view.center[1], last.spacing, h, j, 1, -1, last.bits)
-        want_re, want_im = kf_pixel(re, im, zoom, (w, h), i, j)
-        assert abs(exact(xs[0]) - want_re) < s_source * Fraction(1, 10**30)
-        assert abs(exact(ys[0]) - want_im) < s_source * Fraction(1, 10**30)
+        got_re, got_im = turned_sample_c(spec.view.center, spec.view.width[1], (w, h), spec.view.angle,
+                                         i, j, digits=60)
+        want_re, want_im = source_pixel(program, re, im, zoom, (w, h), i, j, rotate, up)
+        if conjugate:
+            want_im = -want_im
+        assert abs(got_re - want_re) < s_source * Fraction(1, 10**30), (i, j)
+        assert abs(got_im - want_im) < s_source * Fraction(1, 10**30), (i, j)
 
 
 def test_kfr_imports_the_view_exactly(tmp_path):
@@ -96,19 +123,36 @@ def test_kfr_imports_the_view_exactly(tmp_path):
     assert loc.colours == ((255, 255, 255), (64, 0, 128), (0, 0, 160), (0, 128, 192))  # B,G,R -> RGB
     for size in ((640, 360), (300, 300), (101, 57)):
         spec = specmod.parse_text(job_text(loc, JobOptions(size=size, frames=20), "x"), name="x")
-        assert spec.view.center == (RE, IM) and spec.size == size and spec.frames == 20
-        assert spec.view.width[0] == "4"
+        # no ImagPointsUp: KF's imaginary axis points down, and its picture is the view of
+        # the conjugate centre
+        assert spec.view.center == (RE, "-" + IM) and spec.size == size and spec.frames == 20
+        assert spec.view.width[0] == "4" and spec.view.angle == 0
         want = Fraction(4 * size[0]) / (Fraction("2.5e12") * size[1])
         assert abs(Fraction(spec.view.width[1]) / want - 1) < Fraction(1, 10**39)
-        assert_pixels_match(spec, RE, IM, "2.5E12")
+        assert_pixels_match(spec, locations.KF, RE, IM, "2.5E12", up=False, conjugate=True)
+
+
+@pytest.mark.parametrize("up", [True, False])
+@pytest.mark.parametrize("rotate", ["30", "-117.25", "90"])
+def test_kfr_rotation_imports_as_kf_draws_it(rotate, up):
+    """RotateAngle with and without ImagPointsUp: the job's pixels are KF's (or, with
+    KF's imaginary axis down, their conjugates: KF's picture)."""
+    text = KFR.replace("Rotate: 0.000000", f"RotateAngle: {rotate}") + ("ImagPointsUp: 1\r\n" if up else "")
+    loc = locations.kf.parse(text)
+    assert loc.angle == -float(rotate) and loc.conjugate == (not up)
+    assert not any(n.startswith(("RotateAngle", "ImagPointsUp")) for n in loc.notes), loc.notes
+    spec = specmod.parse_text(job_text(loc, JobOptions(size=(64, 36), frames=2), "x"), name="x")
+    assert spec.view.angle == -float(rotate) and make_plan(spec).frames[-1].rotated
+    assert_pixels_match(spec, locations.KF, RE, IM, "2.5E12", float(rotate), up, conjugate=not up)
 
 
 def test_kfr_notes_what_the_farm_cannot_honour():
-    text = KFR.replace("Power: 2", "Power: 3").replace("Rotate: 0.000000", "RotateAngle: 30") \
+    text = KFR.replace("Power: 2", "Power: 3").replace("Rotate: 0.000000", "Rotate: 30") \
         .replace("Ratio: 360.000000", "Ratio: 400.000000") + "StretchAmount: 10\r\nUseHybridFormula: 1\r\n"
     notes = locations.kf.parse(text).notes
-    for key in ("Power: 3", "RotateAngle: 30", "Ratio: 400", "StretchAmount: 10", "UseHybridFormula: 1"):
+    for key in ("Power: 3", "Rotate: 30", "Ratio: 400", "StretchAmount: 10", "UseHybridFormula: 1"):
         assert sum(n.startswith(key) for n in notes) == 1, (key, notes)
+    assert locations.kf.parse(text).angle == 0  # KF ignores the old Rotate since 2.15.1
     assert any("IterDiv, ColorMethod" in n for n in notes)  # colouring: one line
     assert any(n.endswith("Period") for n in notes)  # the rest: one line
     assert not any(n.startswith(("FractalType", "SeedR", "real", "imag")) for n in notes)  # defaults
@@ -122,10 +166,11 @@ def test_f3_toml_imports_the_view_exactly(tmp_path):
     assert (loc.zoom, loc.size) == ("1.5e20", (1280, 720))
     assert loc.iterations == 50000 and loc.escape_radius is None  # F3's default 625 is out of range
     assert [n.split(":")[0].split(" =")[0] for n in loc.notes] == [
-        "transform.rotate", "bailout.escape_radius", "ignored (no effect on the farm's picture)"]
+        "bailout.escape_radius", "ignored (no effect on the farm's picture)"]
+    assert loc.angle == 12.5 and not loc.conjugate  # F3: the imaginary axis up, rotate counter-clockwise
     spec = specmod.parse_text(job_text(loc, JobOptions(frames=3), "deep.f3.toml"), name="deep")
-    assert spec.size == (1280, 720)
-    assert_pixels_match(spec, RE, IM, "1.5e20")
+    assert spec.size == (1280, 720) and spec.view.center == (RE, IM) and spec.view.angle == 12.5
+    assert_pixels_match(spec, locations.F3, RE, IM, "1.5e20", 12.5)
     other = F3.replace("power = 2", "power = 3")
     assert locations.f3.parse(other).notes[0].startswith("formula:")
 

@@ -147,7 +147,8 @@ def test_duration_and_frames():
 @pytest.mark.parametrize("keys, field, words", [
     (['1, width = "4"', '1, width = "1"'], "animation.keys[1].time", "must be after"),
     (['0, width = "4"\nzoom = "2"'], "animation.keys[0]", "one of them"),
-    (['0, width = "4"\nangle = 30'], "animation.keys[0].angle", "rotation is not available yet"),
+    (['0, width = "4"\nangle = 30', '1, width = "1"'], "animation.keys[1].angle", "is required"),
+    (['0, width = "4"\nangle = "30"'], "animation.keys[0].angle", "must be a number of degrees"),
     (['0, width = "4", smooth'], "animation.keys[0].interpolation", "is not one of"),
     (['0, widht = "4"'], "animation.keys[0].widht", "did you mean 'width'"),
     (['0, width = 4'], "animation.keys[0].width", "in a string"),
@@ -168,7 +169,7 @@ def test_view_width_with_keys(tmp_path):
                    'width = "4"\nangle = 2\n')
     result = run_farm("validate", str(job))
     assert result.returncode == 2 and result.stderr.count("\n") == 1
-    assert "animation.keys[0].angle: rotation is not available yet" in result.stderr
+    assert "view.width: with [[animation.keys]] the widths come from the keys" in result.stderr
 
 
 def test_same_widths_everywhere():

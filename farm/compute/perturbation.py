@@ -10,6 +10,17 @@ doubles, rounded once from the exact difference). The skip table (farm/numerics/
 is built on the frame's reference orbit for |dc| up to the frame's largest offset.
 With samples (farm/plan/samples.py) sample k moves the pixel's offset by soff[k] 2h
 (the kernel adds it); samples stay inside the image, so the same bound holds.
+
+A turned frame (angle theta, farm/plan/curve.py) turns each pixel's (and sample's)
+offset from the view centre, in half spacings, before ref_off is added:
+
+    dc = ((p cos - q sin + ref_off.x) + i (p sin + q cos + ref_off.y)) h
+
+with p = kx0 + 2 col (+ 2 ox), q = -(ky0 + 2 row (+ 2 oy)) (exact doubles) and (cos,
+sin) = ``rot``, the frame's cos theta and sin theta rounded to doubles (exact at
+multiples of 90 degrees): the turned offset is rounded in double (about 2^-52 of a
+pixel's offset, where the unturned one is exact), ref_off is the exact difference
+rounded once, as for unturned frames. The turn keeps every |dc| (the bound below).
 """
 
 from __future__ import annotations
@@ -83,6 +94,7 @@ class PerturbedFrame:
     log2_dc_max: float  # log2 of a bound on every pixel's |dc|
     table: SkipTable  # empty (levels 0..1, no maps): no skipping
     lam: tuple[complex, int]  # lambda' = lam[0] 2^lam[1] for the interior test; (0, 0): off
+    rot: tuple[float, float] = (1.0, 0.0)  # (cos, sin) of the frame's angle, doubles
 
 
 class MapsCache:
@@ -143,4 +155,5 @@ def perturbed_frame(plan: Plan, refs: References, frame: FramePlan, skipping: bo
     if interior and ref.period > 0 and math.isfinite(ref.log2_scale):
         e = math.floor(ref.log2_scale) + 1
         lam = (2.0 ** (ref.log2_scale - e) * cmath.exp(1j * ref.angle), e)  # |mantissa| in [0.5, 1)
-    return PerturbedFrame(k, (ox, oy), h_m, h_e, log2_dc_max, table, lam)
+    return PerturbedFrame(k, (ox, oy), h_m, h_e, log2_dc_max, table, lam,
+                          num.rotation_doubles(frame.angle))

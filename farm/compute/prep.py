@@ -1,6 +1,7 @@
 """Per-frame host work, built ahead of need and shared by every renderer of a process:
-coordinate axes (direct formats) or a perturbed frame's arguments (reference offset,
-half spacing, skip table: farm/compute/perturbation.py).
+coordinate axes (direct formats: a turned frame's four terms, farm/numerics/axes.py)
+or a perturbed frame's arguments (reference offset, half spacing, rotation, skip table:
+farm/compute/perturbation.py).
 
 :class:`FramePrep` builds each frame once and keeps the ``KEEP`` most recent. The work
 runs on threads of its own (one per worker: with two GPUs frames are used twice as
@@ -34,7 +35,7 @@ import numpy as np
 
 import farm.numerics as num
 from farm.compute.perturbation import MapsCache, PerturbedFrame, perturbed_frame
-from farm.numerics.axes import encode_exact, exact_axis, sample_axis
+from farm.numerics.axes import encode_exact, exact_axis, rotated_axes, sample_axis
 from farm.plan import FramePlan, Plan
 from farm.plan import samples as sample_pattern
 from farm.plan.references import References
@@ -77,6 +78,10 @@ class FrameBuilder:
         w, h = size or spec.size
         cr, ci = spec.view.center
         fmt = frame.precision
+        if frame.rotated:  # four terms a sample: (A_re, A_im) per column, (B_re, B_im) per row
+            pattern = list(sample_pattern.offsets(self.plan.samples))
+            return rotated_axes((cr, ci), frame.spacing, (w, h), pattern,
+                                num.rotation(frame.angle, frame.bits), frame.bits, fmt)
         if self.plan.samples == 1:
             return (encode_exact(fmt, *exact_axis(cr, frame.spacing, w, +1, frame.bits)),
                     encode_exact(fmt, *exact_axis(ci, frame.spacing, h, -1, frame.bits)))

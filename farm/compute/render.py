@@ -13,7 +13,12 @@ idle a third of the time (BENCHMARKS.md).
 
 Coordinates: per frame, the real part of every pixel column and the imaginary part
 of every row are computed once in mpmath and rounded once into the frame's format
-(:mod:`farm.numerics.encode`); a tile takes its slice of those axes. With ``N``
+(:mod:`farm.numerics.encode`); a tile takes its slice of those axes. A turned frame
+(an angle) has two terms a column and two a row instead, (A_re, A_im) and (B_re, B_im)
+interleaved, each rounded once, which the kernel adds (-DROTATED, with the angle's
+(cos, sin) as a double2 after the format's arguments for the distance estimate's
+direction; farm/numerics/axes.py); a turned perturbed frame gets that (cos, sin) after
+its flat tile's arguments (farm/compute/perturbation.py). With ``N``
 samples per pixel the axes hold every (column, sample) and (row, sample), column
 ``i``'s samples at ``i * N .. i * N + N - 1`` (:mod:`farm.numerics.axes`, offsets from
 :mod:`farm.plan.samples`), and the kernel is built with ``-DSAMPLES=N``; the distance
@@ -249,7 +254,7 @@ class TileRenderer:
         outputs = [cl.Buffer(self.ctx, written, c.nbytes(npix)) for c in self.plan.channels]
         planes = ([cl.Buffer(self.ctx, mf.READ_WRITE, c.nbytes(npix)) for c in self.plan.channels]
                   if self.shuffle else None)
-        per_axis = coord * self.plan.samples
+        per_axis = coord * self.plan.samples * (2 if any(f.rotated for f in self.plan.frames) else 1)
         return _Slot(cl.Buffer(self.ctx, mf.READ_ONLY, per_axis * grid.tile_w),
                      cl.Buffer(self.ctx, mf.READ_ONLY, per_axis * grid.tile_h), outputs,
                      cl.Buffer(self.ctx, mf.READ_WRITE, 8 * self.plan.bins), staging, pinned,
@@ -309,7 +314,8 @@ class TileRenderer:
             assert self.references is not None
             head = self._orbit(pf.ref, frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10)
             flat = [np.array(pf.ref_off, dtype=np.float64).view(clt.double2)[0],
-                    np.float64(pf.h_m), np.int32(pf.h_e), *self._sample_offsets()]
+                    np.float64(pf.h_m), np.int32(pf.h_e), *self._sample_offsets(),
+                    *self._rotation_args(frame)]
             coef, radius = device_layout(t)
             tail = [self._r2_args["perturb"],
                     cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(coef, dtype=np.float64)),
@@ -333,6 +339,14 @@ class TileRenderer:
                                    hostbuf=np.ascontiguousarray(offs))
         return [self._soff]
 
+    @staticmethod
+    def _rotation_args(frame: FramePlan) -> list:
+        """A turned frame's (cos, sin) as one double2 (kernels built with -DROTATED), none
+        for an unturned frame."""
+        if not frame.rotated:
+            return []
+        return [np.array(num.rotation_doubles(frame.angle), dtype=np.float64).view(clt.double2)[0]]
+
     # ----------------------------------------------------------------- launches
     def _polar(self, frame: FramePlan) -> bool:
         """Whether ``frame`` is an expmap strip segment (polar tiles)."""
@@ -354,6 +368,8 @@ class TileRenderer:
             extra = ("-DPERTURB_FX",)
         if self._polar(frame):
             extra += ("-DPOLAR",)
+        if frame.rotated:
+            extra += ("-DROTATED",)
         if fmt == "perturb" and self.count_steps:
             extra += ("-DPERTURB_STEPS",)
         if fmt == "perturb" and not self.interior:
@@ -391,7 +407,7 @@ class TileRenderer:
                     *flat, *tail, *self._steps_args(slot, region)]
             return args, [], ()
         xs, ys = self.axes(frame)
-        n = self.plan.samples
+        n = self.plan.samples * (2 if frame.rotated else 1)  # turned: two terms a sample
         xs_t = np.ascontiguousarray(xs[region.x0 * n:(region.x0 + region.width) * n])
         ys_t = np.ascontiguousarray(ys[region.y0 * n:(region.y0 + region.height) * n])
         uploads = [cl.enqueue_copy(self.queue, slot.xs, xs_t, is_blocking=False),
@@ -399,7 +415,7 @@ class TileRenderer:
         args = [slot.xs, slot.ys, self._r2_args[frame.precision]]
         if self.plan.spec.render.distance:  # the pixel spacing: the derivative's unit
             args.append(np.float64(float(frame.spacing)))
-        return args, uploads, (xs_t, ys_t)
+        return args + self._rotation_args(frame), uploads, (xs_t, ys_t)
 
     def _polar_args(self, frame: FramePlan, region: Region, slot: _Slot) -> tuple[list, list, tuple]:
         """A polar tile's arguments (kernels/perturb.cl with -DPOLAR): row radii

@@ -7,7 +7,8 @@ not there yet (about ``P / frames-per-octave`` rows), never the whole window. A 
 is then one kernel launch and the readback of its counts, offsets and histogram.
 
 Each output pixel's place in the strip (its column and log radius) is the same for
-every frame up to a shift of rows, so the host computes it once, with the numpy
+every frame up to a shift of rows (and, for a turned frame, of columns: its angle's
+``x_shift``; farm/synth/__init__.py), so the host computes it once, with the numpy
 reference's own expressions, and the kernel needs no transcendental function; the
 result equals :func:`farm.synth.synthesize_arrays` bit for bit on the devices tested
 (tests/test_expmap_synth.py).
@@ -19,6 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pyopencl as cl
+import pyopencl.cltypes as clt
 
 from farm.compute import programs
 from farm.compute.device import DeviceInfo, candidates
@@ -26,7 +28,7 @@ from farm.compute.events import wait_quietly
 from farm.compute.launch import LaunchConfig
 from farm.errors import FarmError
 from farm.plan.expmap import ExpmapGeometry
-from farm.synth import Raster, frame_params, pixel_offsets, strip_coordinates
+from farm.synth import Raster, frame_params, pixel_offsets, polar_coordinates
 from farm.synth.engine import RowWindow, ring_rows
 
 
@@ -71,7 +73,7 @@ class FrameSynthesizer:
             self.out.append(buf(npix, 8, mf.WRITE_ONLY))
         self.hist = buf(bins, 8, mf.READ_WRITE)
         u, v = pixel_offsets(geom.width, geom.height)
-        x, _, rho = strip_coordinates(geom, 0, u, v)  # frame-independent parts
+        x, rho = polar_coordinates(geom, u, v)  # frame-independent parts (a turn adds x_shift)
         polar = np.ascontiguousarray(np.stack([x, rho], axis=-1), dtype=np.float64)
         self.polar = cl.Buffer(self.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=polar)
 
@@ -148,8 +150,9 @@ class FrameSynthesizer:
                       np.float64(fp.y_off), np.float64(fp.rows_per_octave),
                       np.int32(self.row_lo), np.int32(max(self.row_hi, self.row_lo + 2)),
                       *self.centre[:2], np.uint32(wc), np.uint32(hc), np.float64(fp.zoom),
-                      np.float64(fp.t_off), np.float64(fp.inv_blend), np.uint32(w), np.uint32(h),
-                      np.uint32(max_iter)]
+                      np.float64(fp.t_off), np.float64(fp.inv_blend),
+                      np.array([fp.cos, fp.sin], dtype=np.float64).view(clt.double2)[0],
+                      np.float64(fp.x_shift), np.uint32(w), np.uint32(h), np.uint32(max_iter)]
         if self.distance:
             args += [self.strip[2], self.centre[2], np.float64(fp.de_off), self.out[2]]
         args += [self.out[0], self.out[1], self.hist]

@@ -7,11 +7,13 @@ What the farm reads (F3 writes only the keys that differ from its defaults):
   across lines); ``location.zoom``: zoom 1 shows the imaginary axis from -2 to +2, so
   the view's height is ``4 / zoom`` (F3's pixel spacing is ``4 / (zoom H)``);
 * ``bailout.iterations`` (default 1024), ``bailout.escape_radius`` (default 625);
-* ``image.width``, ``image.height`` (default 1024 x 576).
+* ``image.width``, ``image.height`` (default 1024 x 576);
+* ``transform.rotate`` (degrees): ``view.angle``, the same convention
+  (:mod:`farm.locations.model`).
 
 Named in one note each when they differ from F3's defaults: another formula (the
 ``[[formula]]`` blocks: one block with power 2 and no abs/neg is the Mandelbrot set),
-``transform.reflect``, ``transform.rotate`` (degrees), ``transform.stretch_angle`` and
+``transform.reflect``, ``transform.stretch_angle`` and
 ``transform.stretch_amount`` (skew), ``transform.exponential_map``, an escape radius
 outside the farm's 2..128, ``image.subframes`` (anti-aliasing); settings that do not
 change the picture (reference, algorithm, OpenCL, render, newton, colour) in one note.
@@ -19,6 +21,7 @@ change the picture (reference, algorithm, OpenCL, render, newton, colour) in one
 
 from __future__ import annotations
 
+import math
 import tomllib
 from typing import Any
 
@@ -27,7 +30,6 @@ from farm.locations.model import F3, Invalid, Location, decimal_text, positive_z
 ESCAPE_RANGE = (2.0, 128.0)  # farm.spec.ESCAPE_RADIUS_RANGE
 TRANSFORM: dict[str, tuple[Any, str]] = {
     "reflect": (False, "reflection is not available"),
-    "rotate": (0.0, "rotation is not available yet; the view is imported unrotated"),
     "stretch_angle": (0.0, "skew is not available"),
     "stretch_amount": (0.0, "skew is not available"),
     "exponential_map": (False, "the farm makes exponential maps with animation.method = "
@@ -106,6 +108,8 @@ def parse_data(data: dict[str, Any]) -> Location:
     if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in size):
         raise Invalid(f"image.width, image.height are {size!r}, not positive integers")
     rotate = _table(data, "transform").get("rotate", 0.0)
+    if isinstance(rotate, bool) or not isinstance(rotate, int | float) or not math.isfinite(rotate):
+        raise Invalid(f"transform.rotate is {rotate!r}, not a number of degrees")
     return Location(
         F3, decimal_text(location["real"], "location.real"),
         decimal_text(location["imag"], "location.imag"),
@@ -113,7 +117,7 @@ def parse_data(data: dict[str, Any]) -> Location:
         iterations=iterations,
         escape_radius=float(escape) if ESCAPE_RANGE[0] <= escape <= ESCAPE_RANGE[1] else None,
         size=(int(size[0]), int(size[1])),
-        rotate=float(rotate) if isinstance(rotate, int | float) else 0.0,
+        angle=float(rotate),
         notes=tuple(_notes(data, float(escape))))
 
 

@@ -10,7 +10,13 @@ for an image of ``W x H`` pixels. So pixel ``(i, j)`` of the last frame is at
 ``re = Re + (i + 0.5 - W/2) s``, ``im = Im - (j + 0.5 - H/2) s`` with
 ``s = w / W = 4 / (Z H)`` (relative error below 1e-39): the source's pixel centres
 (F3's ``u = i + 0.5 - W/2`` times its spacing ``4 / (Z H)``, imaginary axis up), with
-the same height of view whatever the aspect ratio.
+the same height of view whatever the aspect ratio. (KF samples its pixel (i, j) at
+``u = i - W/2``, ``v = j - H/2``: half a pixel from the farm's centres.)
+
+The source's rotation becomes ``view.angle`` (and a KF location without
+``ImagPointsUp`` the conjugate centre ``Re - Im i``), as :mod:`farm.locations.model`
+derives from each program's pixel mapping; with it, pixel ``(i, j)`` is at
+``C + s e^(i angle) (u + i v)``, ``u = i + 0.5 - W/2``, ``v = -(j + 0.5 - H/2)``.
 
 The zoom's other keys come from :class:`JobOptions`: the first width (default 4), the
 length (frames, or seconds at fps; default two octaves of zoom per second), the image
@@ -91,6 +97,26 @@ def _max_iter(location: Location, choice: str) -> tuple[str, str]:
     return str(value), source
 
 
+def negated(text: str) -> str:
+    """A decimal string with its sign changed, digit for digit ("0" stays "0")."""
+    if Decimal(text) == 0:
+        return text
+    return text[1:] if text.startswith("-") else "-" + text.removeprefix("+")
+
+
+def _orientation(location: Location) -> list[str]:
+    """The job's comment lines on the source's orientation and rotation."""
+    lines = []
+    if location.conjugate:
+        lines += [f"# {location.program} draws the imaginary axis pointing down (no ImagPointsUp): its",
+                  "# picture is the view of the conjugate centre Re - Im i (the set is symmetric",
+                  "# about the real axis), which this job renders."]
+    if location.angle:
+        lines.append(f"# The source's rotation is view.angle = {location.angle!r} degrees, "
+                     "counter-clockwise.")
+    return lines
+
+
 def palette_text(location: Location, source: str) -> str:
     """The source's palette as a gradient file (farm/color/palettes.py's text format):
     its colours evenly spread over one cycle, as KF spreads them."""
@@ -114,15 +140,18 @@ def job_text(location: Location, options: JobOptions, source: str,
     frames = frame_count(options, first, last)
     max_iter, why = _max_iter(location, options.max_iter)
     widths = f"[{json.dumps(first)}, {json.dumps(last)}]" if frames > 1 else json.dumps(last)
+    imag = negated(location.imag) if location.conjugate else location.imag
     lines = [
         f"# Imported by `farm import` from {source} ({location.program}).",
         f"# Zoom {location.zoom}: the view's height is 4/Zoom; the last frame's width is",
         f"# 4 W / (Zoom H) = {last} at {size[0]}x{size[1]} (the source's view exactly).",
+        *_orientation(location),
         *(f"# not honoured: {note}" for note in location.notes),
         "",
         "[view]",
-        f"center = [{json.dumps(location.real)}, {json.dumps(location.imag)}]",
+        f"center = [{json.dumps(location.real)}, {json.dumps(imag)}]",
         f"width = {widths}",
+        *([f"angle = {location.angle!r}  # degrees, counter-clockwise"] if location.angle else []),
         "",
         "[image]",
         f"size = [{size[0]}, {size[1]}]",

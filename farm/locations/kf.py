@@ -7,20 +7,26 @@ farm reads:
 * ``Re``, ``Im``: the view's centre, decimal strings; ``Zoom``: the view's half height
   is ``2 / Zoom`` (so its height is ``4 / Zoom``), whatever the image's width;
 * ``Iterations``: KF's iteration limit;
+* ``RotateAngle`` (degrees) and ``ImagPointsUp`` (0 or 1, default 0): the view's
+  rotation and orientation, imported as :mod:`farm.locations.model` explains
+  (``view.angle = -RotateAngle``; without ImagPointsUp the job centres on ``Re - Im i``,
+  whose view is KF's picture);
 * ``Colors``: the palette, comma-separated integers in B,G,R triplets (Windows' byte
   order), spread evenly over one cycle; ``InteriorColor`` likewise (the farm's
   interior is black).
 
 Settings that change the picture's geometry or formula and have no farm counterpart
-(another ``FractalType`` or ``Power``, ``RotateAngle``, skew through ``StretchAngle``
-and ``StretchAmount`` or a ``Ratio`` other than 360, seeds and factors of other
-formulas, hybrid formulas) are named in one note each when they differ from KF's
-defaults; KF's colouring settings are named together in one note; anything else
-(render tuning such as ``Period`` or ``MaxReferences``) in one more.
+(another ``FractalType`` or ``Power``, skew through ``StretchAngle`` and
+``StretchAmount`` or a ``Ratio`` other than 360, the old ``Rotate`` that KF itself
+ignores since 2.15.1, seeds and factors of other formulas, hybrid formulas) are named
+in one note each when they differ from KF's defaults; KF's colouring settings are
+named together in one note; anything else (render tuning such as ``Period`` or
+``MaxReferences``) in one more.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from farm.locations.model import KF, RGB, Invalid, Location, decimal_text, positive_zoom
@@ -31,8 +37,8 @@ _LINE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*:\s?(.*?)\s*$")
 GEOMETRY: dict[str, tuple[float, str]] = {
     "FractalType": (0, "another formula than the Mandelbrot set (FractalType 0)"),
     "Power": (2, "another power than z^2 + c"),
-    "RotateAngle": (0, "rotation is not available yet; the view is imported unrotated"),
-    "Rotate": (0, "rotation is not available yet; the view is imported unrotated"),
+    "Rotate": (0, "an older KF's rotation, which KF ignores since 2.15.1 (RotateAngle is "
+                  "today's): not imported"),
     "StretchAngle": (0, "skew (non-square pixels) is not available"),
     "StretchAmount": (0, "skew (non-square pixels) is not available"),
     "Ratio": (360, "a stretched view (Ratio other than 360: non-square pixels) is not available"),
@@ -49,7 +55,8 @@ COLOURING = ("IterDiv", "SmoothMethod", "ColorMethod", "Differences", "ColorOffs
              "SlopePower", "SlopeRatio", "SlopeAngle", "InteriorColor", "Texture", "TextureMerge",
              "TexturePower", "TextureRatio", "TextureFile", "UseColorIterations", "ColorIterations",
              "InfiniteWaves", "InteriorChecker", "Flat", "InverseTransition", "Blend")
-HONOURED = ("Re", "Im", "Zoom", "Iterations", "Colors")
+HONOURED = ("Re", "Im", "Zoom", "Iterations", "Colors", "RotateAngle", "ImagPointsUp")
+TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no", "")
 
 
 def settings(text: str) -> dict[str, str]:
@@ -98,6 +105,13 @@ def _notes(keys: dict[str, str]) -> list[str]:
     if colouring:
         notes.append(f"KF's colouring settings ({', '.join(colouring)}) are not reproduced: the "
                      "farm colours with its [color] section and the imported palette")
+    if "RotateAngle" in keys and _number(keys["RotateAngle"]) is None:
+        notes.append(f"RotateAngle: {keys['RotateAngle']!r} is not a number: the view is imported "
+                     "unrotated")
+    up = keys.get("ImagPointsUp", "0").strip().lower()
+    if up not in TRUE + FALSE:
+        notes.append(f"ImagPointsUp: {keys['ImagPointsUp']!r} is not 0 or 1: taken as 0 (KF's "
+                     "default, the imaginary axis down)")
     other = [k for k in keys if k not in GEOMETRY and k not in COLOURING and k not in HONOURED]
     if other:
         notes.append(f"ignored (no effect on the farm's picture): {', '.join(other)}")
@@ -118,10 +132,14 @@ def parse(text: str) -> Location:
             iterations = int(float(keys["Iterations"]))
         except ValueError:
             raise Invalid(f"Iterations is {keys['Iterations']!r}, not a number") from None
-    rotate = _number(keys.get("RotateAngle", keys.get("Rotate", "0"))) or 0.0
+    rotate = _number(keys.get("RotateAngle", "0")) or 0.0
+    if not math.isfinite(rotate):
+        raise Invalid(f"RotateAngle is {keys['RotateAngle']!r}, not a finite number")
+    up = keys.get("ImagPointsUp", "0").strip().lower() in TRUE
     return Location(
         KF,
         decimal_text(keys["Re"], "Re") if has_view else None,
         decimal_text(keys["Im"], "Im") if has_view else None,
         positive_zoom(keys["Zoom"], "Zoom") if has_view else None,
-        iterations=iterations, colours=colours, rotate=rotate, notes=tuple(_notes(keys)))
+        iterations=iterations, colours=colours, angle=-rotate if rotate else 0.0,
+        conjugate=has_view and not up, notes=tuple(_notes(keys)))

@@ -6,7 +6,25 @@ them, and one line for each setting the farm cannot honour (``notes``).
 
 The zoom convention of both Kalles Fraktaler 2+ and Fraktaler-3: the view's height
 is ``4 / Zoom`` complex-plane units (KF: half height ``2 / Zoom``; F3: pixel spacing
-``4 / (Zoom H)``), the imaginary axis up, the centre at the image's centre.
+``4 / (Zoom H)``), the centre at the image's centre.
+
+Orientation and rotation, in the farm's terms (its ``view.angle``: degrees
+counter-clockwise, ``c = C + s e^(i angle) (u + i v)`` with v up; farm/numerics):
+
+* F3 (src/param.cc, src/matrix.h, src/hybrid.cc: ``c = C + s K (u, v)`` with K the
+  rotation matrix ``[[cos r, -sin r], [sin r, cos r]]`` of ``transform.rotate`` = r
+  degrees, v = j + 1/2 - H/2 with row j counted from the bottom: images are flipped
+  on saving): the imaginary axis up, and ``angle = transform.rotate``;
+* KF (fraktal_sft.cpp GetPixelCoordinates, common/matrix.cpp, Settings.cpp): ``c = C
+  + s G R(r) (u, v)`` with row j counted from the top (v = j - H/2), ``R(r)`` the
+  counter-clockwise rotation by ``RotateAngle`` = r degrees and ``G = diag(1, -1)``
+  with ``ImagPointsUp: 1``, the identity without it (KF's default: its imaginary axis
+  points down). With ImagPointsUp the view is ``angle = -RotateAngle``; without it
+  KF's picture is the mirror image of that view, which is the view of the conjugate
+  centre ``Re - Im i`` at ``angle = -RotateAngle`` (the set is symmetric about the
+  real axis: each pixel's point is the conjugate of KF's, with the same escape time).
+  So a KF location is imported as that (``conjugate``), and the farm renders KF's
+  picture.
 """
 
 from __future__ import annotations
@@ -36,7 +54,10 @@ class Location:
     escape_radius: float | None = None  # the source's, when the farm can use it (2..128)
     size: tuple[int, int] | None = None  # (W, H) pixels, when the source says
     colours: tuple[RGB, ...] = ()  # the source's palette, evenly spread and cyclic
-    rotate: float = 0.0  # degrees, the source's rotation (not honoured yet: see notes)
+    angle: float = 0.0  # the farm's view.angle: degrees counter-clockwise (see above)
+    # the source draws the imaginary axis down (KF without ImagPointsUp): the job centres
+    # on the conjugate point, whose view is the source's picture
+    conjugate: bool = False
     notes: tuple[str, ...] = ()  # one line per setting the farm cannot honour
 
     @property

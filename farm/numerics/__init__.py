@@ -8,11 +8,21 @@ Pixel mapping (DESIGN.md): image ``W x H``, centre ``(cr, ci)``, view width ``w`
 ``s = w / W``; pixel column ``i``, row ``j`` (row 0 at the top)::
 
     re = cr + (i + 0.5 - W/2) * s        im = ci - (j + 0.5 - H/2) * s
+
+and, for a frame turned by the angle theta (degrees, counter-clockwise; farm/plan/curve.py),
+with ``u = i + 0.5 - W/2``, ``v = -(j + 0.5 - H/2)`` (v up)::
+
+    re = cr + s (u cos theta - v sin theta)      im = ci + s (u sin theta + v cos theta)
+
+where cos theta and sin theta are :func:`rotation`'s: mpmath numbers rounded once to
+the frame's coordinate bits (exact at multiples of 90 degrees). Everything else is
+exact until a kernel's format rounds it (farm/numerics/axes.py says where).
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import mpmath
 
@@ -43,6 +53,30 @@ def frame_width(first: str, last: str, k: int, frames: int) -> mpmath.mpf:
         if k == frames - 1:
             return +w1
         return w0 * mpmath.power(w1 / w0, mpf(k) / (frames - 1))
+
+
+def turns(angle: Fraction) -> Fraction:
+    """An angle in degrees as the part of a full turn, reduced exactly into [0, 1)."""
+    return (Fraction(angle) / 360) % 1
+
+
+def rotation(angle: Fraction, bits: int) -> tuple[mpmath.mpf, mpmath.mpf]:
+    """(cos theta, sin theta) of an angle in degrees (an exact rational): computed with
+    16 guard bits, then rounded to ``bits`` bits (within about half a unit of their
+    last bit); exact (0, 1 or -1) at multiples of 90 degrees."""
+    t = 2 * turns(angle)  # theta / pi in [0, 2): cospi and sinpi are exact at halves
+    with workprec(bits + 16):
+        x = mpf(t.numerator) / t.denominator
+        c, s = mpmath.cospi(x), mpmath.sinpi(x)
+    with workprec(bits):
+        return +c, +s
+
+
+def rotation_doubles(angle: Fraction) -> tuple[float, float]:
+    """(cos theta, sin theta) of an angle in degrees, each rounded to the nearest double
+    (exact at multiples of 90 degrees)."""
+    c, s = rotation(angle, 80)
+    return float(c), float(s)
 
 
 def escape_r2(radius: float) -> mpmath.mpf:

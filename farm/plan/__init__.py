@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from farm.errors import SpecError
@@ -56,6 +57,14 @@ class FramePlan:
     # max = "auto": the rule that set max_iter ("depth", "periods" or "escapes": see
     # farm/plan/references.py with_period_limits); "" for a fixed or stored limit
     limit_rule: str = field(default="", compare=False)
+    # degrees, counter-clockwise, exact (farm/plan/curve.py): the frame's rotation; 0 for
+    # expmap units (their strip and centre image are unrotated: synthesis turns them)
+    angle: Fraction = Fraction(0)
+
+    @property
+    def rotated(self) -> bool:
+        """Whether the frame is turned (its angle is not a whole number of turns)."""
+        return self.angle % 360 != 0
 
     @property
     def bins(self) -> int:
@@ -205,7 +214,7 @@ def _frame_precision(requested: str, k: int, log10_s: float) -> str:
 
 def make_plan(spec: JobSpec, stored: Sequence[tuple[int, str]] | None = None,
               stored_video: Sequence[int] | None = None) -> Plan:
-    """Frames with their widths (farm/plan/curve.py), iteration limits and formats (and,
+    """Frames with their widths and angles (farm/plan/curve.py), iteration limits and formats (and,
     for the expmap method, the units that render them: :mod:`farm.plan.units`).
 
     ``stored`` gives (max_iter, precision) per rendered frame (or unit) as a store
@@ -228,10 +237,11 @@ def _frames(spec: JobSpec, stored: Sequence[tuple[int, str]] | None,
             stored_max_iter: Sequence[int] | None) -> list[FramePlan]:
     """The video frames: widths, spacings, iteration limits and (direct-render) formats."""
     import farm.numerics as num  # here, not above: reading a store needs no mpmath
-    from farm.plan.curve import frame_widths
+    from farm.plan.curve import frame_angles, frame_widths
 
     w_px = spec.size[0]
     frames = []
+    angles = frame_angles(spec)
     for k, width in enumerate(frame_widths(spec)):
         with num.workprec(num.WIDTH_BITS):
             spacing = width / w_px
@@ -248,5 +258,5 @@ def _frames(spec: JobSpec, stored: Sequence[tuple[int, str]] | None,
                 max_iter = int(spec.iterations.max)
             fmt = _frame_precision(spec.render.precision, k, log10_s)
         frames.append(FramePlan(k, width, spacing, log10_s, max_iter, fmt,
-                                num.coordinate_bits(spacing), rule))
+                                num.coordinate_bits(spacing), rule, angles[k]))
     return frames

@@ -1,4 +1,5 @@
-"""Each frame's width: a constant zoom speed, or a timing curve through waypoints.
+"""Each frame's width and angle: a constant zoom (and turning) speed, or timing curves
+through waypoints.
 
 Without keys (DESIGN.md's contract): frame ``k`` of ``F`` has width
 ``w0 (w1/w0)^(k/(F-1))``; ``F = 1`` renders ``w0``.
@@ -31,14 +32,24 @@ Numbers: times are exact rationals (the decimal a key's time was written as, and
 ``k / fps``); logs, slopes and widths are mpmath at ``WIDTH_BITS``, from the keys'
 decimal strings; a frame exactly at a key's time gets the key's width exactly. The
 same spec gives the same widths on every machine and rank.
+
+Angles (farm/waypoints.py, degrees counter-clockwise): keys that carry ``angle`` give
+frame ``k`` the angle ``a(t)``, the same curve through the points ``(t_i, a_i)`` in
+plain degrees (not logs): the same segments, interpolations and slope rules, so an
+angle never overshoots a key either, and two keys of equal angle hold it. Without
+angled keys, ``a = view.angle + animation.turn * t``. Angles are exact rationals (the
+keys' numbers read as the decimals they were written as, times ``k / fps``, and the
+Hermite polynomial in exact arithmetic), so a frame's rotation is the same on every
+rank; rounding happens once, where cos and sin of the angle are taken
+(:func:`farm.numerics.rotation`).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import farm.numerics as num
 
@@ -59,40 +70,43 @@ def _key_width(key: Key) -> mpmath.mpf:
     return 4 / num.mpf(key.zoom)
 
 
-def _limited(m: mpmath.mpf, d: mpmath.mpf) -> mpmath.mpf:
+def _limited(m, d):
     """Slope ``m`` for a cubic segment of mean slope ``d``: 0 against its sign, at most 3 d."""
     if m * d <= 0:
-        return num.mpf(0)
+        return 0 * d
     return min(abs(m), 3 * abs(d)) * (1 if d > 0 else -1)
 
 
-def _steffen(d0: mpmath.mpf, d1: mpmath.mpf, h0: mpmath.mpf, h1: mpmath.mpf) -> mpmath.mpf:
+def _steffen(d0, d1, h0, h1):
     if d0 * d1 <= 0:
-        return num.mpf(0)
+        return 0 * d0
     p = (d0 * h1 + d1 * h0) / (h0 + h1)
     sign = 1 if d0 > 0 else -1
     return 2 * sign * min(abs(d0), abs(d1), abs(p) / 2)
 
 
-class Curve:
-    """log(width) against time through ``keys`` (at least one, times increasing)."""
+class Segments:
+    """A value ``y`` against time through points ``(t_i, y_i)`` (times exact rationals,
+    increasing), segment ``i`` interpolated by ``hows[i]`` (the module's docstring).
 
-    def __init__(self, keys: Sequence[Key]):
-        with num.workprec(num.WIDTH_BITS):
-            self.keys = list(keys)
-            self.t = [k.time_exact for k in keys]
-            self.w = [_key_width(k) for k in keys]
-            self.y = [num.mpmath.log(w) for w in self.w]
-            self.h = [_mpf(b - a) for a, b in zip(self.t, self.t[1:], strict=False)]
-            self.d = [(self.y[i + 1] - self.y[i]) / self.h[i] for i in range(len(self.h))]
-            self.m = [self._slope(i) for i in range(len(keys))]
+    The arithmetic is that of the values: mpmath numbers (log widths: the caller sets
+    the working precision) or exact Fractions (angles); ``lift`` turns an exact time
+    difference into such a number."""
 
-    def _slope(self, i: int) -> mpmath.mpf:
-        if i == 0 or i == len(self.keys) - 1:
-            return num.mpf(0)
-        left, right = self.keys[i - 1].interpolation, self.keys[i].interpolation
+    def __init__(self, times: Sequence[Fraction], values: Sequence, hows: Sequence[str],
+                 lift: Callable[[Fraction], Any]):
+        self.t, self.y, self.hows, self.lift = list(times), list(values), list(hows), lift
+        self.h = [lift(b - a) for a, b in zip(self.t, self.t[1:], strict=False)]
+        self.d = [(self.y[i + 1] - self.y[i]) / self.h[i] for i in range(len(self.h))]
+        self.m = [self._slope(i) for i in range(len(self.t))]
+
+    def _slope(self, i: int):
+        zero = 0 * self.y[0]
+        if i == 0 or i == len(self.t) - 1:
+            return zero
+        left, right = self.hows[i - 1], self.hows[i]
         if "hold" in (left, right):
-            return num.mpf(0)
+            return zero
         dl, dr = self.d[i - 1], self.d[i]
         if left == "linear":
             return _limited(dl, dr) if right == "cubic" else dl
@@ -100,34 +114,88 @@ class Curve:
             return _limited(dr, dl)
         return _steffen(dl, dr, self.h[i - 1], self.h[i])
 
+    def segment(self, t: Fraction) -> int | None:
+        """The segment whose inside holds ``t`` (None: at or outside a key's time)."""
+        if t <= self.t[0] or t >= self.t[-1]:
+            return None
+        i = bisect.bisect_right(self.t, t) - 1
+        return None if t == self.t[i] else i
+
+    def value(self, t: Fraction):
+        """y at time ``t`` (an exact rational): a key's value at its time and outside
+        the keys, the segment's interpolation inside one."""
+        i = self.segment(t)
+        if i is None:
+            k = 0 if t <= self.t[0] else len(self.t) - 1 if t >= self.t[-1] else self.t.index(t)
+            return self.y[k]
+        y0, y1 = self.y[i], self.y[i + 1]
+        how = self.hows[i]
+        if how == "hold" or y0 == y1:  # a still (both slopes are 0)
+            return y0
+        s = self.lift((t - self.t[i]) / (self.t[i + 1] - self.t[i]))
+        if how == "linear":
+            return y0 + s * (y1 - y0)
+        h, m0, m1 = self.h[i], self.m[i], self.m[i + 1]
+        s2, s3 = s * s, s * s * s
+        return ((2 * s3 - 3 * s2 + 1) * y0 + (s3 - 2 * s2 + s) * h * m0
+                + (3 * s2 - 2 * s3) * y1 + (s3 - s2) * h * m1)
+
+
+class Curve(Segments):
+    """log(width) against time through ``keys`` (at least one, times increasing)."""
+
+    def __init__(self, keys: Sequence[Key]):
+        with num.workprec(num.WIDTH_BITS):
+            self.keys = list(keys)
+            self.w = [_key_width(k) for k in keys]
+            super().__init__([k.time_exact for k in keys], [num.mpmath.log(w) for w in self.w],
+                             [k.interpolation for k in keys], _mpf)
+
     def width(self, t: Fraction) -> mpmath.mpf:
         """The width at time ``t`` seconds (an exact rational), an mpf at WIDTH_BITS."""
         with num.workprec(num.WIDTH_BITS):
-            if t <= self.t[0]:
-                return +self.w[0]
-            if t >= self.t[-1]:
-                return +self.w[-1]
-            i = bisect.bisect_right(self.t, t) - 1
-            if t == self.t[i]:
+            i = self.segment(t)
+            if i is None:  # at a key (or outside them): the key's width exactly
+                k = 0 if t <= self.t[0] else len(self.t) - 1 if t >= self.t[-1] else self.t.index(t)
+                return +self.w[k]
+            if self.hows[i] == "hold" or self.w[i] == self.w[i + 1]:
                 return +self.w[i]
-            how = self.keys[i].interpolation
-            if how == "hold" or self.w[i] == self.w[i + 1]:  # a still (both slopes are 0)
-                return +self.w[i]
-            s = _mpf((t - self.t[i]) / (self.t[i + 1] - self.t[i]))
-            y0, y1 = self.y[i], self.y[i + 1]
-            if how == "linear":
-                y = y0 + s * (y1 - y0)
-            else:
-                h, m0, m1 = self.h[i], self.m[i], self.m[i + 1]
-                s2, s3 = s * s, s * s * s
-                y = ((2 * s3 - 3 * s2 + 1) * y0 + (s3 - 2 * s2 + s) * h * m0
-                     + (3 * s2 - 2 * s3) * y1 + (s3 - s2) * h * m1)
-            return num.mpmath.exp(y)
+            return num.mpmath.exp(self.value(t))
+
+
+class AngleCurve(Segments):
+    """The angle (degrees, exact Fractions) against time through ``keys`` that carry one."""
+
+    def __init__(self, keys: Sequence[Key]):
+        super().__init__([k.time_exact for k in keys], [k.angle_exact for k in keys],
+                         [k.interpolation for k in keys], lambda x: x)
+
+    def angle(self, t: Fraction) -> Fraction:
+        """The angle at time ``t`` seconds, degrees, exact."""
+        return Fraction(self.value(t))
 
 
 def frame_time(k: int, fps: int) -> Fraction:
     """Frame k's time in seconds, exactly."""
     return Fraction(k, fps)
+
+
+def frame_angles(spec: JobSpec) -> list[Fraction]:
+    """Every video frame's angle in degrees, exact (see :func:`angles_of`)."""
+    return angles_of(spec, range(spec.frames))
+
+
+def angles_of(spec: JobSpec, frames: Sequence[int]) -> list[Fraction]:
+    """The angles of some video frames, degrees counter-clockwise, exact rationals: the
+    keys' angle curve when they carry one, else ``view.angle + turn * k / fps``."""
+    from farm.waypoints import exact, keyed_angles
+
+    keys, fps = spec.animation.keys, spec.animation.fps
+    if keyed_angles(keys):
+        curve = AngleCurve(keys)
+        return [curve.angle(frame_time(k, fps)) for k in frames]
+    start, turn = exact(spec.view.angle), exact(spec.animation.turn)
+    return [start + turn * frame_time(k, fps) for k in frames]
 
 
 def frame_widths(spec: JobSpec) -> list[mpmath.mpf]:

@@ -36,6 +36,14 @@ the deepest frame's pixel centres exactly on its samples, so that frame is the
 centre image subsampled. Between ``r_c 2**-blend`` and ``r_c`` a pixel blends
 centre image and strip (weights linear in ``L``), so no seam shows where they meet.
 
+**Turned frames.** A frame turned by the angle theta (farm/plan/curve.py) shows, at
+its pixel (u, v) (v up), the point at the angle ``atan2(v, u) + theta`` around the zoom
+centre and the same radius: the strip and the centre image do not depend on the
+turn, nor do the rows and units a frame reads. Synthesis reads the strip ``A theta /
+(2 pi)`` columns further on (the strip wraps) and the centre image at (u, v) turned
+by theta (farm/synth/__init__.py). ``turns[k]`` holds frame k's angle as an exact
+fraction of a full turn in [0, 1) (``()`` when no frame is turned).
+
 Everything here is plain float arithmetic on logs; coordinates at full precision
 for the kernels are built from these numbers in :mod:`farm.numerics` (phase 2).
 """
@@ -45,6 +53,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -77,11 +86,18 @@ class ExpmapGeometry:
     centre_size: tuple[int, int]  # (Wc, Hc) centre-image pixels
     l_centre: float  # log2(r_c / s_min): beyond it, pixels come from the strip only
     blend: float  # octaves below l_centre where centre image and strip blend
+    # per frame: its angle as a fraction of a full turn in [0, 1), exact; () when no
+    # frame is turned
+    turns: tuple[Fraction, ...] = ()
 
     # ------------------------------------------------------------------ frames
     @property
     def frames(self) -> int:
         return len(self.depths)
+
+    def turn(self, k: int) -> Fraction:
+        """Frame k's angle as a fraction of a full turn, in [0, 1)."""
+        return self.turns[k] if self.turns else Fraction(0)
 
     @property
     def corner(self) -> float:
@@ -218,8 +234,10 @@ def centre_size_for(width: int, height: int, radius: float, q: int) -> tuple[int
 
 def make_geometry(width: int, height: int, depths: list[float] | tuple[float, ...],
                   oversample: float = 1.0, centre_oversample: int = 2,
-                  centre_radius: float | None = None, blend: float = 1 / 16) -> ExpmapGeometry:
-    """The geometry of a zoom whose frame ``k`` has pixel spacing ``s_min 2**depths[k]``.
+                  centre_radius: float | None = None, blend: float = 1 / 16,
+                  turns: Sequence[Fraction] = ()) -> ExpmapGeometry:
+    """The geometry of a zoom whose frame ``k`` has pixel spacing ``s_min 2**depths[k]``
+    (and is turned by ``turns[k]`` of a full turn, reduced into [0, 1); ``()``: none).
 
     ``centre_radius``: r_c in deepest-frame pixels (default: half the corner radius,
     so the strip covers every frame's outer half at >= ``oversample`` samples per
@@ -231,6 +249,9 @@ def make_geometry(width: int, height: int, depths: list[float] | tuple[float, ..
         raise ValueError("depths are log2(s_k / s_min): >= 0 with a 0")
     if oversample <= 0 or centre_oversample < 1 or blend <= 0:
         raise ValueError("oversample > 0, centre_oversample >= 1 and blend > 0")
+    if turns and len(turns) != len(depths):
+        raise ValueError(f"{len(turns)} turns for {len(depths)} frames")
+    turned = tuple(Fraction(t) % 1 for t in turns) if any(Fraction(t) % 1 for t in turns) else ()
     corner = 0.5 * math.hypot(width - 1, height - 1)
     r_c = 0.5 * corner if centre_radius is None else centre_radius
     a = angles_for(width, height, oversample)
@@ -244,7 +265,7 @@ def make_geometry(width: int, height: int, depths: list[float] | tuple[float, ..
         rows = math.floor((l_outer - l_base) * p - 0.5) + 2
     wc, hc = centre_size_for(width, height, r_c, centre_oversample)
     return ExpmapGeometry(width, height, tuple(float(d) for d in depths), oversample, a, p,
-                          l_base, rows, centre_oversample, (wc, hc), l_centre, blend)
+                          l_base, rows, centre_oversample, (wc, hc), l_centre, blend, turned)
 
 
 def zoom_depths(frames: int, log2_zoom: float) -> list[float]:

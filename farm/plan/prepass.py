@@ -11,7 +11,8 @@ periods a nucleus reference asks for: farm/plan/references.py).
 What is iterated, per sampled frame:
 
 * the grid: ``GRID_POINTS`` points (about 64 x 36 for 16:9) at the pixel centres of a
-  coarse image of the same view, so its statistics are the frame's;
+  coarse image of the same view (turned by the frame's angle, as its pixels are), so
+  its statistics are the frame's;
 * directly (z <- z^2 + c in doubles) where doubles resolve the grid
   (``DIRECT_MIN_SPACING``); else as perturbation against the frame's reference orbit
   (its nucleus or the view centre, :mod:`farm.plan.references`), rebased to Z(0) when
@@ -100,28 +101,35 @@ def sampled(frames: int) -> list[int]:
     return sorted({round(k * (frames - 1) / (SAMPLED_FRAMES - 1)) for k in range(SAMPLED_FRAMES)})
 
 
-def grid_offsets(size: tuple[int, int], width: float) -> tuple[np.ndarray, np.ndarray]:
+def grid_offsets(size: tuple[int, int], width: float,
+                 rotation: tuple[float, float] = (1.0, 0.0)) -> tuple[np.ndarray, np.ndarray]:
     """(re, im) offsets from the view centre of the coarse grid's pixel centres, as
-    the pixel mapping of DESIGN.md places them (row 0 on top), flattened row-major."""
+    the pixel mapping of DESIGN.md places them (row 0 on top), flattened row-major;
+    ``rotation`` = (cos, sin) of a turned frame's angle turns them as its pixels are."""
     cols, rows = grid_shape(size)
     step = width / cols
     xs = (np.arange(cols) + 0.5 - cols / 2) * step
     ys = -(np.arange(rows) + 0.5 - rows / 2) * step
     dr, di = np.meshgrid(xs, ys)
+    if rotation != (1.0, 0.0):
+        c, s = rotation
+        dr, di = dr * c - di * s, dr * s + di * c
     return dr.ravel(), di.ravel()
 
 
-def direct_grid(frame: int, center: Sequence[float], size: tuple[int, int], width: float) -> Grid:
+def direct_grid(frame: int, center: Sequence[float], size: tuple[int, int], width: float,
+                rotation: tuple[float, float] = (1.0, 0.0)) -> Grid:
     """The grid of a frame that doubles resolve: absolute coordinates."""
-    dr, di = grid_offsets(size, width)
+    dr, di = grid_offsets(size, width, rotation)
     return Grid(frame, np.zeros((2, 2)), dr + center[0], di + center[1])
 
 
 def perturbed_grid(frame: int, offset: tuple[float, float], orbit: np.ndarray,
-                   size: tuple[int, int], width: float) -> Grid:
+                   size: tuple[int, int], width: float,
+                   rotation: tuple[float, float] = (1.0, 0.0)) -> Grid:
     """The grid of a deep frame: offsets from the reference (``offset`` = centre -
     reference, in doubles)."""
-    dr, di = grid_offsets(size, width)
+    dr, di = grid_offsets(size, width, rotation)
     return Grid(frame, orbit, dr + offset[0], di + offset[1])
 
 

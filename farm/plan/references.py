@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+import farm.numerics as num
 from farm.numerics import period as per
 from farm.numerics.orbit import Derivative, Orbit
 from farm.numerics.scan import Scan
@@ -406,13 +407,14 @@ def _grid_maker(plan, refs: References | None, skip: set[int]):
             return None
         cols, _ = prepass.grid_shape(size)
         log10_step = frames[i].log10_spacing + math.log10(size[0] / cols)
+        turn = num.rotation_doubles(frames[i].angle)
         if log10_step >= math.log10(prepass.DIRECT_MIN_SPACING):
-            return prepass.direct_grid(i, (float(center[0]), float(center[1])), size, width)
+            return prepass.direct_grid(i, (float(center[0]), float(center[1])), size, width, turn)
         if log10_step < prepass.MIN_LOG10_SPACING:
             return None
         ref = reference(i)
         offset = per.offset_in(center, ref.point, 1.0, 0, ref.point.bits)
-        return prepass.perturbed_grid(i, offset, ref.orbit, size, width)  # doubles
+        return prepass.perturbed_grid(i, offset, ref.orbit, size, width, turn)  # ref.orbit: doubles
 
     return grid_of
 

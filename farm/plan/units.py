@@ -258,12 +258,16 @@ def _needs(layout: ExpmapLayout) -> tuple[tuple[int, int], ...]:
 def layout_for(spec: JobSpec, depths: Sequence[float]) -> ExpmapLayout:
     """The layout of an expmap job whose video frames have ``depths`` (log2 of their
     pixel spacing over the deepest's, farm/plan/expmap.py): a pure function of them and
-    the spec's size, oversample and tile, so a store that keeps the depths rebuilds it
-    without arbitrary-precision arithmetic (ValueError for frames below 2x2 pixels)."""
+    the spec's size, oversample, tile and frame angles (exact rationals from the spec,
+    farm/plan/curve.py), so a store that keeps the depths rebuilds it without
+    arbitrary-precision arithmetic (ValueError for frames below 2x2 pixels)."""
+    import farm.numerics as num
+    from farm.plan.curve import frame_angles
     from farm.plan.expmap import make_geometry
 
     w, h = spec.size
-    geom = make_geometry(w, h, list(depths), spec.animation.oversample)
+    geom = make_geometry(w, h, list(depths), spec.animation.oversample,
+                         turns=[num.turns(a) for a in frame_angles(spec)])
     tile = spec.render.tile
     a, p = geom.angles, geom.rows_per_octave
     grid = TileGrid.auto(a, p) if tile == "auto" else TileGrid.fitted(a, p, *tile)

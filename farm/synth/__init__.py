@@ -34,12 +34,21 @@ The distance estimate (when the strips carry one, complex: ``DEX + i DEY``) is
 interpolated like ``mu``, after converting each sample from its source's pixel
 units (a strip row's sample spacing, the centre image's spacing) into the frame's
 output pixels; interior pixels get 0.
+
+A turned frame (angle theta, ``geom.turns``, farm/plan/expmap.py) reads, at its pixel
+(u, v), the point at angle ``atan2(v, u) + theta``: strip column ``x + A theta /
+(2 pi)`` (``x_shift``), centre image at ``(u cos - v sin, u sin + v cos)`` in place of
+``(u, v)``; and its distance estimate, in the unturned axes of the sources, is turned
+by ``e^(i theta)`` into the frame's own image axes (as kernels/mandel.cl turns a
+directly rendered turned frame's). Unturned frames compute exactly what they computed
+before (none of these operations).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -157,9 +166,12 @@ def bilinear(src: Raster, x: np.ndarray, y: np.ndarray, wrap: bool, max_iter: in
 class FrameParams:
     """Frame k's resampling constants, as the kernel takes them (``rho = log2 |u + i v|``
     in frame pixels): strip row ``y_off + rows_per_octave rho``, strip column
-    ``x_scale angle - 0.5``, centre-image position ``zoom (u, -v)`` from its centre,
-    strip weight ``t = clip((rho + t_off) inv_blend, 0, 1)``, and a strip sample's
-    spacing at global row g is ``2**(de_off + g / P)`` frame pixels."""
+    ``x_scale angle - 0.5 + x_shift``, centre-image position ``zoom (u', -v')`` from
+    its centre with ``(u', v') = (u cos - v sin, u sin + v cos)``, strip weight ``t =
+    clip((rho + t_off) inv_blend, 0, 1)``, and a strip sample's spacing at global row
+    g is ``2**(de_off + g / P)`` frame pixels. ``(cos, sin)``: the frame's angle's
+    (doubles, exact at multiples of 90 degrees), ``x_shift`` its strip columns (``A``
+    times its fraction of a turn); ``turned`` False: (1, 0) and 0, not applied."""
 
     y_off: float
     rows_per_octave: float
@@ -168,15 +180,45 @@ class FrameParams:
     t_off: float
     inv_blend: float
     de_off: float
+    cos: float = 1.0
+    sin: float = 0.0
+    x_shift: float = 0.0
+
+    @property
+    def turned(self) -> bool:
+        return (self.cos, self.sin) != (1.0, 0.0)
 
 
 def frame_params(geom: ExpmapGeometry, k: int) -> FrameParams:
     depth, p = geom.depths[k], geom.rows_per_octave
+    turn = geom.turn(k)
+    cos, sin = _cis(turn)
     return FrameParams(
         y_off=(depth - geom.l_base) * p - 0.5, rows_per_octave=float(p),
         x_scale=geom.angles / TWO_PI, zoom=geom.centre_oversample * 2.0 ** depth,
         t_off=depth - geom.l_centre + geom.blend, inv_blend=1.0 / geom.blend,
-        de_off=geom.row_spacing_log2(0) - depth)
+        de_off=geom.row_spacing_log2(0) - depth, cos=cos, sin=sin,
+        x_shift=float(turn * geom.angles))
+
+
+def _cis(turn: Fraction) -> tuple[float, float]:
+    """(cos, sin) of ``turn`` full turns as doubles (exact at quarter turns)."""
+    if turn == 0:
+        return 1.0, 0.0
+    import farm.numerics as num
+
+    return num.rotation_doubles(360 * turn)
+
+
+def polar_coordinates(geom: ExpmapGeometry, u: np.ndarray,
+                      v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(x, rho) of pixels at offsets (u, v) in an unturned frame: strip column
+    (continuous) and rho = log2 |u + i v| (-inf at an exact centre pixel); the same for
+    every frame (kernels/synth.cl takes them as a table)."""
+    with np.errstate(divide="ignore"):
+        rho = np.log2(np.hypot(u, v))
+    angle = np.arctan2(v, u) % TWO_PI
+    return angle * (geom.angles / TWO_PI) - 0.5, rho
 
 
 def strip_coordinates(geom: ExpmapGeometry, k: int, u: np.ndarray,
@@ -184,10 +226,10 @@ def strip_coordinates(geom: ExpmapGeometry, k: int, u: np.ndarray,
     """(x, y, rho): strip column and global row (continuous) of frame k's pixels at
     offsets (u, v), and rho = log2 |u + i v| (-inf at an exact centre pixel)."""
     fp = frame_params(geom, k)
-    with np.errstate(divide="ignore"):
-        rho = np.log2(np.hypot(u, v))
-    angle = np.arctan2(v, u) % TWO_PI
-    return angle * fp.x_scale - 0.5, fp.y_off + fp.rows_per_octave * rho, rho
+    x, rho = polar_coordinates(geom, u, v)
+    if fp.turned:
+        x = x + fp.x_shift
+    return x, fp.y_off + fp.rows_per_octave * rho, rho
 
 
 def synthesize_arrays(geom: ExpmapGeometry, k: int, strip: Raster | None, centre: Raster | None,
@@ -226,8 +268,11 @@ def synthesize_arrays(geom: ExpmapGeometry, k: int, strip: Raster | None, centre
         if centre is None:
             raise ValueError(f"frame {k} reads the centre image: none given")
         wc, hc = geom.centre_size
-        cx = fp.zoom * u[use_centre] + 0.5 * wc - 0.5
-        cy = -fp.zoom * v[use_centre] + 0.5 * hc - 0.5
+        uc, vc = u[use_centre], v[use_centre]
+        if fp.turned:
+            uc, vc = uc * fp.cos - vc * fp.sin, uc * fp.sin + vc * fp.cos
+        cx = fp.zoom * uc + 0.5 * wc - 0.5
+        cy = -fp.zoom * vc + 0.5 * hc - 0.5
         sampled["centre"] = (use_centre, bilinear(centre, cx, cy, False, max_iter, 1.0 / fp.zoom))
     for name in ("centre", "strip"):  # strip last: it wins where it dominates
         if name not in sampled:
@@ -258,6 +303,11 @@ def synthesize_arrays(geom: ExpmapGeometry, k: int, strip: Raster | None, centre
     hist = np.bincount(iterations.ravel(), minlength=max_iter + 1).astype(np.int64)
     out: dict[str, np.ndarray] = {"iterations": iterations, "fraction": fraction, "histogram": hist}
     if dist is not None:
+        if fp.turned:  # from the sources' unturned axes into the frame's
+            turned = np.empty_like(dist)
+            turned.real = dist.real * fp.cos - dist.imag * fp.sin
+            turned.imag = dist.real * fp.sin + dist.imag * fp.cos
+            dist = turned
         out["distance"] = np.where(exterior, dist, 0).astype(np.complex64)
     return out
 
@@ -281,4 +331,4 @@ def frame_log2_radius(geom: ExpmapGeometry, k: int) -> np.ndarray:
 
 
 __all__ = ["FrameParams", "Raster", "frame_log2_radius", "frame_params", "pixel_offsets",
-           "strip_coordinates", "synthesize", "synthesize_arrays"]
+           "polar_coordinates", "strip_coordinates", "synthesize", "synthesize_arrays"]
