@@ -231,10 +231,6 @@ class Packed:
     payloads: list[bytes | memoryview]
     crc: int
 
-    @property
-    def nbytes(self) -> int:
-        return sum(len(p) for p in self.payloads)
-
 
 def pack_planes(codec: Codec, planes: Sequence[np.ndarray]) -> Packed:
     """Encode one tile whose channels the device has shuffled (each the full chunk's byte

@@ -77,10 +77,6 @@ class Finished:
     crc: int  # tiles/crc (farm/store/codec.py)
     counters: tuple[float, ...] = ()  # the worker's running totals (farm.timeline)
 
-    @property
-    def nbytes(self) -> int:
-        return sum(len(p) for p in self.payloads)
-
 
 _SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h
 
