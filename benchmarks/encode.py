@@ -45,8 +45,8 @@ import numpy as np
 
 from farm import spec as specmod
 from farm.color.methods import Style
-from farm.color.render import default_threads
 from farm.color.stats import Statistics
+from farm.cores import usable_cores
 from farm.encode.ffmpeg import VideoSettings, choose_codec, codec_args, ffmpeg_binary, try_codec
 from farm.encode.segments import segment_count
 from farm.encode.sink import FrameSink, default_colourer
@@ -256,7 +256,7 @@ def main() -> None:
 def print_issue_table(runs: dict[str, tuple[float, float]], methods: list[str], frames: int,
                       size: tuple[int, int], segments: int) -> None:
     """Issue 11's encode/frames rows for this machine."""
-    cores = default_threads()
+    cores = usable_cores()
     t_ff = runs["ffmpeg"][0]
     print(f"\n{size[0]}x{size[1]}, {frames} frames, {cores} cores, {segments} segment(s):")
     print("| figure | measured | target |\n|---|---|---|")

@@ -34,7 +34,7 @@ from farm.progress import Progress
 from farm.report import timeline_lines
 from farm.schedule import transport
 from farm.schedule.master import STOP_SIGNALS, MasterOptions, MasterReport, run_master
-from farm.schedule.packer import Packer, pack_threads, usable_cores
+from farm.schedule.packer import Packer, pack_threads
 from farm.schedule.worker import run_worker
 from farm.store import layout, space
 from farm.store.codec import Codec
@@ -465,7 +465,7 @@ def _mpi_worker(comm, plan: Plan, refs: References | None, codec: Codec,
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     info, device = bound
-    packer = Packer(plan, codec, max(1, usable_cores() // max(1, local_workers) - 1))
+    packer = Packer(plan, codec, pack_threads(1, processes=local_workers))
     try:
         run_worker(plan, lambda: TileRenderer(device, info, plan, references=refs,
                                               shuffle=codec.compressed),

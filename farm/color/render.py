@@ -14,7 +14,6 @@ pixel gives the colour of half the light, not a darker one.
 
 from __future__ import annotations
 
-import os
 import threading
 from concurrent.futures import Executor, ThreadPoolExecutor
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from farm.color.methods import METHODS, Style
 from farm.color.stats import FrameStats
+from farm.cores import usable_cores
 from farm.raw import RawFrame
 
 BAND_ROWS = 32  # rows per band: small enough for the cache, large enough to amortise Python
@@ -88,21 +88,13 @@ def steady_malloc() -> None:
         pass
 
 
-def default_threads() -> int:
-    """Threads for colouring: every core this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def band_pool() -> Executor:
     """The process's band thread pool (created on first use, one thread a core)."""
     global _pool
     with _pool_lock:
         if _pool is None:
             steady_malloc()
-            _pool = ThreadPoolExecutor(default_threads(), thread_name_prefix="farm-colour")
+            _pool = ThreadPoolExecutor(usable_cores(), thread_name_prefix="farm-colour")
         return _pool
 
 

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 
 from farm.compute.device import DeviceInfo
+from farm.cores import usable_cores
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,7 @@ class LaunchConfig:
         level = os.environ.get("FARM_MIN_SKIP_LEVEL", "")
         groups = os.environ.get("FARM_GROUPS_PER_UNIT", "")
         if info.kind == "GPU":  # the best of the sweep in BENCHMARKS.md (H200)
-            cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                     else os.cpu_count() or 1)
+            cores = usable_cores()
             return cls(local_size=256, groups_per_unit=int(groups or 32),
                        min_skip_level=int(level or 3),
                        interior=False, high_degree=high,

@@ -37,6 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from farm.color.methods import Style
+from farm.cores import usable_cores
 from farm.encode import ffmpeg as ff
 from farm.encode.ffmpeg import EncodeError, VideoSettings, partial_path
 from farm.encode.outputs import VideoOutput
@@ -46,12 +47,6 @@ from farm.progress import Progress
 
 SHORTEST = 3  # frames of a segment at least, whatever FARM_ENCODE_SEGMENTS asks
 ENV = "FARM_ENCODE_SEGMENTS"
-
-
-def cores() -> int:
-    from farm.color.render import default_threads
-
-    return default_threads()
 
 
 def frame_quantum(fps: int) -> int:
@@ -145,7 +140,7 @@ class SegmentedSink:
         codec = ff.choose_codec(settings.codec, width - width % 2, height - height % 2)
         self.path = Path(settings.path)
         self.cuts = boundaries(frames, count, settings.fps)
-        threads = max(1, cores() // (len(self.cuts) - 1))
+        threads = max(1, usable_cores() // (len(self.cuts) - 1))
         self._bar = Progress(frames, "encode", unit="frames") if progress else None
         shared = _SharedBar(self._bar) if self._bar else None
         self.parts = [segment_path(self.path, k) for k in range(len(self.cuts) - 1)]

@@ -39,6 +39,7 @@ import numpy as np
 from farm.color.methods import Style
 from farm.color.stats import FrameStats, Statistics
 from farm.compute.nodes import gpu_possible
+from farm.cores import usable_cores
 from farm.encode.outputs import Output
 from farm.errors import StoreError, UsageError
 from farm.progress import Progress
@@ -111,9 +112,8 @@ class FrameSink:
         # OpenCL context and builds its kernel: a render need not wait for that)
         self.colourer: Colourer | None = colourer
         if threads is None:
-            from farm.color.render import default_threads
-
-            threads = min(8, max(3, default_threads() // 2)) if output.ordered else default_threads()
+            cores = usable_cores()
+            threads = min(8, max(3, cores // 2)) if output.ordered else cores
         self.threads = max(1, threads)
         self.error: BaseException | None = None
         # for the render's timeline: seconds colouring (summed over frame threads), seconds

@@ -38,6 +38,8 @@ import os
 import threading
 from functools import cache
 
+from farm.cores import usable_cores
+
 THREAD_BITS = 64_000  # orbits at this precision and above run on two threads
 RNDN = 0
 
@@ -90,11 +92,7 @@ def _lib() -> ctypes.CDLL | None:
 
 def available() -> bool:
     """Whether MPFR loads and this process may run on two cores or more."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return cores >= 2 and _lib() is not None
+    return usable_cores() >= 2 and _lib() is not None
 
 
 class _Number:

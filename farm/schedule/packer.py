@@ -11,8 +11,9 @@ The worker keeps launching meanwhile and sends each packed tile as it comes.
 
 One packer per process: in one process its threads serve every GPU's worker thread.
 zstd, crc32 and numpy's copies release the interpreter lock, so the threads pack in
-parallel. The number of threads is the cores this process may use less one (the
-worker's), at least one, or ``FARM_PACK_THREADS``.
+parallel. The number of threads is the process's share of the cores (those it may use,
+divided among the node's worker processes) less one per device it drives (each device's
+thread), at least one, or ``FARM_PACK_THREADS``.
 """
 
 from __future__ import annotations
@@ -23,25 +24,20 @@ import threading
 import time
 
 from farm.compute.render import Collected
+from farm.cores import usable_cores
 from farm.plan import Plan
 from farm.store.codec import Codec, pack, pack_planes
 from farm.store.writer import Finished
 
 
-def usable_cores() -> int:
-    """Cores this process may run on (its affinity, e.g. a Slurm allocation)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def pack_threads(workers_here: int = 1) -> int:
-    """Packing threads for a process that drives ``workers_here`` devices (its share of
-    the node when several processes share it: pass the node's workers per process)."""
+def pack_threads(devices: int = 1, processes: int = 1) -> int:
+    """Packing threads for a process that drives ``devices`` devices, one of ``processes``
+    worker processes sharing this node's cores: its share of them, less a core for each
+    device's driving thread (``FARM_PACK_THREADS`` overrides)."""
     wanted = os.environ.get("FARM_PACK_THREADS", "").strip()
     if wanted:
         return max(1, int(wanted))
-    return max(1, usable_cores() - workers_here)
+    return max(1, usable_cores() // max(1, processes) - devices)
 
 
 class Packer:

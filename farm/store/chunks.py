@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
+from farm.cores import usable_cores
 from farm.errors import StoreError
 from farm.plan import Channel, Tile, TileGrid
 from farm.store.codec import Codec
@@ -70,8 +71,7 @@ def chunk_slots(dset: h5py.Dataset, grid: TileGrid) -> np.ndarray:
 @functools.cache
 def decode_pool() -> concurrent.futures.ThreadPoolExecutor:
     """The process's threads for decoding tiles (one per core this process may use)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return concurrent.futures.ThreadPoolExecutor(max(1, cores), thread_name_prefix="farm-decode")
+    return concurrent.futures.ThreadPoolExecutor(usable_cores(), thread_name_prefix="farm-decode")
 
 
 @dataclass(frozen=True)
