@@ -99,6 +99,13 @@ class Chunks:
         raw = {c.name: c.nbytes(grid.tile_w * grid.tile_h) for c in channels}
         return cls(tuple(channels), grid, codec, slots, {k: codec.slot_bytes(v) for k, v in raw.items()})
 
+    def stored_length(self, k: int, lengths: Sequence[int] | np.ndarray | None) -> int:
+        """Bytes stored for channel ``k`` of a tile whose ``tiles/bytes`` are ``lengths``
+        (compressed stores; 0: never written), or the raw chunk's size."""
+        if self.codec.compressed and lengths is not None:
+            return int(lengths[k])
+        return self.channels[k].nbytes(self.grid.tile_h * self.grid.tile_w)
+
     def tile_chunks(self, fd: int, frame: int, tile: int, lengths: Sequence[int] | np.ndarray | None,
                     which: Sequence[int] | None = None, into: np.ndarray | None = None) -> list[np.ndarray]:
         """Channels ``which`` (indices, default all) of a tile as full chunks (zeros
@@ -109,7 +116,7 @@ class Chunks:
         th, tw = self.grid.tile_h, self.grid.tile_w
         for k in range(len(self.channels)) if which is None else which:
             c = self.channels[k]
-            n = int(lengths[k]) if self.codec.compressed and lengths is not None else c.nbytes(th * tw)
+            n = self.stored_length(k, lengths)
             if n == 0:  # never written (compressed stores): the slot's empty chunk, zeros
                 chunk = np.zeros(c.shape(th, tw), c.dtype) if into is None else into
                 chunk[...] = 0
@@ -124,10 +131,9 @@ class Chunks:
     def payloads(self, fd: int, frame: int, tile: int,
                  lengths: Sequence[int] | np.ndarray | None) -> list[bytes]:
         """The tile's stored bytes per channel, as written (for its checksum)."""
-        th, tw = self.grid.tile_h, self.grid.tile_w
         out = []
         for k, c in enumerate(self.channels):
-            n = int(lengths[k]) if self.codec.compressed and lengths is not None else c.nbytes(th * tw)
+            n = self.stored_length(k, lengths)
             out.append(os.pread(fd, n, int(self.slots[c.name][frame, tile])))
         return out
 
