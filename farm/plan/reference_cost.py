@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from farm.numerics import period as per
 from farm.numerics.orbit import Orbit
 from farm.numerics.scan import checkpoints
+from farm.store.space import human
 
 POINT_BYTES = 20  # a kept orbit point: two float64 and an int32
 
@@ -57,8 +58,8 @@ class ReferenceCost:
                 f"point or a nucleus at the centre: its preperiod and period), at most "
                 f"{_duration(self.seconds)} here ({self.step_seconds * 1e3:.3g} ms a step, "
                 f"{self.threads} thread{'s' if self.threads > 1 else ''}), plus Newton's method "
-                f"for nuclei; {_size(self.point_bytes)} to keep its points, "
-                f"{_size(self.working_bytes)} while it runs")
+                f"for nuclei; {human(self.point_bytes)} to keep its points, "
+                f"{human(self.working_bytes)} while it runs")
 
 
 def estimate(plan) -> ReferenceCost | None:
@@ -110,9 +111,3 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.3g} h"
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000:
-            return f"{n:.3g} {unit}"
-        n /= 1000
-    return f"{n:.3g} TB"
