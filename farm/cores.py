@@ -1,8 +1,11 @@
-"""How many cores this process may use: the one count every thread pool sizes itself by."""
+"""How many cores this process may use: the one count every thread pool sizes itself by,
+and the one place that changes it (an MPI launcher's binding of a rank to one core)."""
 
 from __future__ import annotations
 
 import os
+
+KEEP_BINDING = "FARM_KEEP_BINDING"
 
 
 def usable_cores() -> int:
@@ -12,3 +15,32 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def release_launcher_binding() -> int | None:
+    """Let an MPI rank bound to a single core run on every core it may use; the cores
+    then gained (None when nothing changed).
+
+    Open MPI's mpiexec binds each process to one core when it starts two or fewer (its
+    default; more are bound to a package). A farm rank is no single-threaded MPI
+    program: the master writes the store and colours and encodes the video, a worker
+    packs its tiles on a pool of threads, and each sizes its pools by the cores it may
+    use (per node: the packers share them, see farm/schedule/packer.py). Bound to one
+    core, ``mpiexec -n 2 farm render`` took 6.5 times as long as one process on the
+    2-GPU H100 machine (BENCHMARKS.md, "Scaling over GPUs").
+
+    The kernel intersects the request with the cgroup's cpuset, so a container or a
+    batch allocation still bounds it. Left alone: under Slurm (its binding is the
+    allocation: --cpus-per-task), a binding to more than one core, and any binding when
+    FARM_KEEP_BINDING is set."""
+    if os.environ.get(KEEP_BINDING) or "SLURM_JOB_ID" in os.environ:
+        return None
+    try:
+        before = len(os.sched_getaffinity(0))
+        if before != 1:
+            return None
+        os.sched_setaffinity(0, range(os.cpu_count() or 1))
+        gained = len(os.sched_getaffinity(0)) - before
+    except (AttributeError, OSError):  # not Linux, or a cpuset that refuses it
+        return None
+    return gained or None

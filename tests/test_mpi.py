@@ -85,6 +85,36 @@ def test_worker_threads_in_one_process_give_the_same_store(tmp_path, job_and_ref
         assert f["runs"]["workers"][0] == 2
 
 
+AFFINITY = ("import os; from farm.schedule.transport import mpi_world; c = mpi_world(); "
+            "cores = c.gather(len(os.sched_getaffinity(0))); c.Get_rank() or print(cores)")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not shutil.which("taskset"),
+                    reason="needs two cores and taskset")
+def test_ranks_bound_to_one_core_run_on_every_core(tmp_path, job_and_reference):
+    """Open MPI binds each of two processes to one core by default (as taskset -c 0 does
+    here to both): the farm's ranks take every core they may use, unless
+    FARM_KEEP_BINDING is set; the store is the one-process store."""
+    cores = len(os.sched_getaffinity(0))
+    pinned = ["taskset", "-c", "0", MPIEXEC, "-n", "2", sys.executable]
+    seen = subprocess.run([*pinned, "-c", AFFINITY], capture_output=True, text=True, timeout=120)
+    assert seen.returncode == 0, seen.stderr
+    assert seen.stdout.strip() == str([cores, cores])
+    assert f"run on all {cores}" in seen.stderr
+    kept = subprocess.run([*pinned, "-c", AFFINITY], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "FARM_KEEP_BINDING": "1"})
+    assert kept.stdout.strip() == "[1, 1]"
+    assert "run on all" not in kept.stderr
+
+    job, single = job_and_reference
+    store = tmp_path / "pinned.h5"
+    result = subprocess.run([*pinned, "-m", "farm", "render", str(job), "--store", str(store),
+                             "--no-video", "--quiet"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert f"run on all {cores}" in result.stderr
+    assert_same_store(store, single)
+
+
 def test_more_workers_than_devices_is_refused(tmp_path, job_and_reference):
     job, _ = job_and_reference
     store = tmp_path / "refused.h5"

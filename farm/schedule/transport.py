@@ -37,6 +37,7 @@ from typing import Protocol
 
 import numpy as np
 
+from farm.cores import KEEP_BINDING, release_launcher_binding
 from farm.plan import Channel
 from farm.schedule.state import Event, Failed, Finished, Heard, Joined, Lost, Task
 from farm.store.writer import Finished as Stored
@@ -144,7 +145,14 @@ def mpi_world():
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
-    return comm if comm.Get_size() > 1 else None
+    if comm.Get_size() == 1:
+        return None
+    gained = release_launcher_binding()  # before the farm starts its threads
+    if gained and comm.Get_rank() == 0:
+        print(f"farm: the launcher bound each rank to one core; the farm's ranks run on all "
+              f"{gained + 1} this machine lets them ({KEEP_BINDING}=1 keeps the binding)",
+              file=sys.stderr)
+    return comm
 
 
 def leave(status: int) -> int:
