@@ -31,9 +31,10 @@ def release_launcher_binding() -> int | None:
 
     The kernel intersects the request with the cgroup's cpuset, so a container or a
     batch allocation still bounds it. Left alone: under Slurm (its binding is the
-    allocation: --cpus-per-task), a binding to more than one core, and any binding when
-    FARM_KEEP_BINDING is set."""
-    if os.environ.get(KEEP_BINDING) or "SLURM_JOB_ID" in os.environ:
+    allocation: --cpus-per-task), a binding the user asked for (``mpiexec --bind-to``:
+    Open MPI then passes its policy on in the environment), a binding to more than one
+    core, and any binding when FARM_KEEP_BINDING is set."""
+    if os.environ.get(KEEP_BINDING) or "SLURM_JOB_ID" in os.environ or _binding_asked():
         return None
     try:
         before = len(os.sched_getaffinity(0))
@@ -44,3 +45,11 @@ def release_launcher_binding() -> int | None:
     except (AttributeError, OSError):  # not Linux, or a cpuset that refuses it
         return None
     return gained or None
+
+
+def _binding_asked() -> bool:
+    """Whether the launcher was told how to bind: Open MPI 4.1's ``--bind-to core``
+    reaches each rank as OMPI_MCA_hwloc_base_binding_policy (its default binding
+    leaves no trace; seen with Open MPI 4.1.6 on the 2-GPU H100 machine)."""
+    return any(key.endswith("_binding_policy") and key.startswith(("OMPI_MCA", "PRTE_MCA"))
+               for key in os.environ)

@@ -105,6 +105,9 @@ def test_ranks_bound_to_one_core_run_on_every_core(tmp_path, job_and_reference):
                           env={**os.environ, "FARM_KEEP_BINDING": "1"})
     assert kept.stdout.strip() == "[1, 1]"
     assert "run on all" not in kept.stderr
+    asked = subprocess.run([*pinned, "-c", AFFINITY], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "OMPI_MCA_hwloc_base_binding_policy": "core"})
+    assert asked.stdout.strip() == "[1, 1]"  # as `mpiexec --bind-to core` tells Open MPI's ranks
 
     job, single = job_and_reference
     store = tmp_path / "pinned.h5"
