@@ -13,7 +13,17 @@ One packer per process: in one process its threads serve every GPU's worker thre
 zstd, crc32 and numpy's copies release the interpreter lock, so the threads pack in
 parallel. The number of threads is the process's share of the cores (those it may use,
 divided among the node's worker processes) less one per device it drives (each device's
-thread), at least one, or ``FARM_PACK_THREADS``.
+thread), at least one and at most ``MAX_PACK_THREADS``, or ``FARM_PACK_THREADS``.
+
+Why a ceiling: the threads share the process's interpreter lock with the threads that
+receive prepared frames from the helper processes (farm/compute/prep.py), which are on
+the GPU's critical path. Each packing thread takes the lock between its zstd calls, and
+with 31 of them (a 32-core machine) a worker of the 1080p minibrot zoom waited 7-10 s
+of a 10-13 s render phase for frames whose preparation takes 1 s; lowering the packing
+threads' priority (nice 10) changed nothing, so it is the lock, not the cores. Render
+phase by packing threads on the 2-GPU H100 machine (BENCHMARKS.md, "Scaling over
+GPUs"): one GPU 9.7-12.7 s (31), 4.0 (4), 4.3 (8), 4.3 (12), 4.2 (16); two GPUs 4.9 s
+(30), 4.6 (16), 3.6 (8); the 4K zoom 2.3 s with 8 or 31.
 """
 
 from __future__ import annotations
@@ -29,15 +39,17 @@ from farm.plan import Plan
 from farm.store.codec import Codec, pack, pack_planes
 from farm.store.writer import Finished
 
+MAX_PACK_THREADS = 8  # see the module's docstring
+
 
 def pack_threads(devices: int = 1, processes: int = 1) -> int:
     """Packing threads for a process that drives ``devices`` devices, one of ``processes``
     worker processes sharing this node's cores: its share of them, less a core for each
-    device's driving thread (``FARM_PACK_THREADS`` overrides)."""
+    device's driving thread, at most MAX_PACK_THREADS (``FARM_PACK_THREADS`` overrides)."""
     wanted = os.environ.get("FARM_PACK_THREADS", "").strip()
     if wanted:
         return max(1, int(wanted))
-    return max(1, usable_cores() // max(1, processes) - devices)
+    return max(1, min(MAX_PACK_THREADS, usable_cores() // max(1, processes) - devices))
 
 
 class Packer:
