@@ -97,6 +97,44 @@ def test_a_frame_is_prepared_again_after_a_failure_and_a_dead_helper():
         prep.close()
 
 
+def test_messages_to_helpers_are_pickled_by_the_caller_and_helpers_stop_together(monkeypatch):
+    """The builder's arguments and each request are pickled on the thread that gives
+    them, before it goes on: the renderers fill cached properties of the same plan and
+    references (an orbit's log2_abs), and a sending thread that pickled them meanwhile
+    failed ("dictionary changed size during iteration"), leaving the helper without its
+    builder. Closing stops all helpers within one 5 s allowance, not 5 s each."""
+    import threading
+
+    import farm.compute.prep as prep_module
+
+    plan = make_plan(make_spec(size=(40, 24), center=SEAHORSE, width=("1e-18", "1e-20"),
+                               frames=2, max_iter=20000, precision="perturb"))
+    refs = plan.references()
+    where: list[str] = []
+    dumps = prep_module.pickle.dumps
+
+    def recording(obj, *args, **kwargs):
+        where.append(threading.current_thread().name)
+        return dumps(obj, *args, **kwargs)
+
+    monkeypatch.setattr(prep_module.pickle, "dumps", recording)
+    prep = FramePrep(plan, refs, processes=3)
+    assert where == [threading.current_thread().name]  # the arguments, once for all helpers
+    try:
+        assert prep.helpers_ready(60)
+        prep.prepare(plan.frames[1]).result(timeout=60)
+        assert where == [threading.current_thread().name] * 2
+        deadlines: list[float] = []
+        for helper in prep._helpers:  # helpers that never end their loop: killed at the deadline
+            helper.ask_to_stop = lambda: None  # type: ignore[method-assign]
+            stop = helper.stop
+            helper.stop = lambda d, stop=stop: (deadlines.append(d), stop(d))  # type: ignore[method-assign]
+    finally:
+        prep.close()
+    assert len(deadlines) == 3 and len(set(deadlines)) == 1  # one allowance for the three
+    assert all(h._proc.poll() is not None for h in prep._helpers)
+
+
 MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
 
 
