@@ -230,6 +230,7 @@ def _write_session(session: _Session, link: transport.MasterLink,
             report = _render(session, writer, link, pending, timeline)
         if sink:
             if report is None or report.end.status == "finished":
+                writer.sync_soon()  # the store to disk while the video's tail is made
                 t0 = time.perf_counter()
                 session.video_path = sink.finish()
                 timeline.update(video_ended=time.time(), color_s=sink.color_s,

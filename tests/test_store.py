@@ -208,3 +208,22 @@ def test_a_repacked_store_is_read_but_not_resumed(tmp_path):
         assert np.array_equal(s.iterations(0), original.iterations(0))  # read through h5py
     with pytest.raises(StoreError, match="not resumed"):
         StoreWriter(packed, plan)
+
+
+def test_sync_soon_puts_the_store_on_disk_before_close(tmp_path):
+    """The master asks for a sync when the last tile is written (the video's tail then
+    overlaps it): the syncer records it without waiting for its period or for close."""
+    import time
+
+    plan = _plan()
+    path = tmp_path / "s.h5"
+    layout.create(path, plan, codec=ZSTD)
+    with StoreWriter(path, plan, sync_every=3600) as w:
+        w.write([_fake_tile(plan, 0, t, t)[0] for t in range(plan.grid.count)])
+        assert w._run_row["synced"] == 0  # no period has passed
+        w.sync_soon()
+        for _ in range(600):  # the syncer looks every 0.25 s
+            if w._run_row["synced"] > 0:
+                break
+            time.sleep(0.05)
+        assert w._run_row["synced"] > 0  # recorded by the syncer, before close

@@ -19,7 +19,8 @@ half written has ``done = 0`` and is rendered again.
 
 A power loss or kernel crash can drop or reorder page-cache writes. Against that a
 thread of the writer's own (``farm-sync``) calls ``fdatasync`` every ``sync_every``
-seconds (and the writer once more at the end) and then records the time the sync
+seconds (and once when the last tile is written, beside the video's tail, and the writer
+once more at the end) and then records the time the sync
 began in the run's ``synced``; on resume (:meth:`StoreWriter.recover`), every tile
 finished after the last recorded sync is checked against its crc, failing tiles are
 rendered again, and the histogram rows of their frames are rebuilt. The writes
@@ -163,6 +164,7 @@ class StoreWriter:
         self._run_lock = threading.Lock()  # the run row: written by the writer and the syncer
         self.sync_error: OSError | None = None  # the syncer's, raised by the next write
         self._stop_syncing = threading.Event()
+        self._sync_now = threading.Event()  # sync_soon: sync at the syncer's next look
         self._data_ranges: collections.deque[tuple[int, int]] = collections.deque()  # written, to push
         self._syncer = threading.Thread(target=self._sync_loop, name="farm-sync", daemon=True)
         self._syncer.start()
@@ -187,6 +189,13 @@ class StoreWriter:
             self._run_row["synced"] = began
             self._write_run_row()
 
+    def sync_soon(self) -> None:
+        """Have the syncer thread sync now, not at its next period: when the last tile is
+        written and the video is still being made, the store's data (everything since
+        the last periodic sync: a whole 2.5 GB store after a 5 s render) goes to disk
+        beside the video's tail instead of in ``close``, after it."""
+        self._sync_now.set()
+
     def _sync_loop(self) -> None:
         """The syncer thread (see the module docstring). With FARM_WRITEBACK=1 (a
         developer knob) it also starts, between syncs, the write-back of the tiles' data
@@ -197,7 +206,8 @@ class StoreWriter:
         push = os.environ.get("FARM_WRITEBACK", "0") == "1"  # developer knob (see the docstring)
         while not self._stop_syncing.wait(0.25):
             try:
-                if time.monotonic() - last >= self.sync_every:
+                if self._sync_now.is_set() or time.monotonic() - last >= self.sync_every:
+                    self._sync_now.clear()
                     self.sync()
                     last = time.monotonic()
                     self._data_ranges.clear()
