@@ -61,6 +61,34 @@ def test_a_sparse_frame_keeps_the_depth_rule():
     assert with_period_limits(plan, None) is plan
 
 
+def _scalar_count(cr: float, ci: float, r2: float, limit: int) -> int:
+    """Escape count of c by z <- z^2 + c in Python floats (IEEE doubles, one rounding an
+    operation, as the pre-pass promises), with the pre-pass's order of operations; 0
+    if c has not escaped by ``limit``."""
+    x, y, x2, y2 = cr, ci, cr * cr, ci * ci
+    for n in range(1, limit + 1):
+        if x2 + y2 > r2:
+            return n
+        tx = x + x
+        y = tx * y + ci
+        x = (x2 - y2) + cr
+        x2, y2 = x * x, y * y
+    return 0
+
+
+def test_direct_counts_equal_a_scalar_loop():
+    """The numpy loop's escape counts are exactly those of a scalar loop in Python
+    floats: the same doubles, point by point, for two grids iterated together."""
+    size, r2 = (32, 18), 4.0
+    grids = [prepass.direct_grid(0, (float(SEAHORSE[0]), float(SEAHORSE[1])), size, 2e-5),
+             prepass.direct_grid(1, (-0.1011, 0.9563), size, 3e-3)]
+    for grid, (counts, _) in zip(grids, prepass.iterate(grids, r2), strict=True):
+        top = int(counts.max())
+        want = [_scalar_count(float(a), float(b), r2, top) for a, b in zip(grid.dr, grid.di, strict=True)]
+        assert len(counts) > 100
+        assert sorted(counts.tolist()) == sorted(n for n in want if n > 0)
+
+
 def test_perturbed_grids_count_as_direct_ones():
     """The pre-pass's perturbation (rebased against the centre's orbit, as
     kernels/perturb.cl) gives the counts of direct iteration where both work."""
