@@ -87,7 +87,7 @@ def phases(run_row: dict) -> dict:
            "writer_busy_s": t["writer_busy"], "send_s": t.get("send_s", 0.0)}
     if t.get("video_ended", 0) > 0:
         out["video_tail_s"] = t["video_ended"] - t["render_ended"]
-    for key in ("pack_s", "prep_s", "idle_s"):
+    for key in ("prep_s", "idle_s"):
         if key in t:
             out[key] = t[key]
     return out

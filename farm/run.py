@@ -334,9 +334,7 @@ def _run_in_process(session: _Session, refs: References | None, codec: Codec,
     for t in threads:
         t.start()
     try:
-        report = _master_session(session, link, len(bound))
-        session.timing.pack_s = packer.busy_s
-        return report
+        return _master_session(session, link, len(bound))
     finally:
         for rank, t in zip(ranks, threads, strict=True):
             link.release(rank)

@@ -48,7 +48,6 @@ class MasterTiming:
 
     process_started: float = field(default_factory=lambda: process_start())  # unix time
     reference_s: float = 0.0  # computing the reference orbit
-    pack_s: float = 0.0  # packing tiles (compression, checksums) on this process's threads
 
 
 class Counters:

@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-import threading
-import time
 
 from farm.compute.render import Collected
 from farm.cores import usable_cores
@@ -58,15 +56,12 @@ class Packer:
     def __init__(self, plan: Plan, codec: Codec, threads: int):
         self.plan, self.codec, self.threads = plan, codec, threads
         self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="farm-pack")
-        self.busy_s = 0.0  # seconds of packing, summed over threads (the timeline's pack_s)
-        self._lock = threading.Lock()
 
     def submit(self, collected: Collected, rank: int,
                counters: tuple[float, ...]) -> concurrent.futures.Future[Finished]:
         return self._pool.submit(self._pack, collected, rank, counters)
 
     def _pack(self, c: Collected, rank: int, counters: tuple[float, ...]) -> Finished:
-        t0 = time.perf_counter()
         try:
             bins, counts = c.histogram()
             grid = self.plan.grid
@@ -76,8 +71,6 @@ class Packer:
                 packed = pack(self.codec, c.blocks, (c.tile.height, c.tile.width), (grid.tile_h, grid.tile_w))
         finally:
             c.release()
-        with self._lock:
-            self.busy_s += time.perf_counter() - t0
         return Finished(c.frame.index, c.tile.index, packed.payloads, bins, counts, c.kernel_seconds,
                         rank, packed.crc, counters)
 
