@@ -3,7 +3,7 @@
 # Run from the repository root with pyopencl importable; logs and tables go to $OUT.
 # Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [steps]   steps: any of
 #   devices tests kernels quick ptx bench perturb skipping skipvariants farm scaling pipeline
-#   expmap samples zoomskip steprun
+#   expmap samples zoomskip steprun wholescaling packsweep
 #   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
@@ -141,6 +141,24 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
         python3 benchmarks/farm_scaling.py "$job" --workers "$ws" --out /tmp/scal \
           --no-single --kernel-every 8 2>&1 | tee -a "$OUT/scaling.txt"
       done ;;
+    wholescaling)
+      # issue 22: the whole job, video included, on 1 and N GPUs of the host, in one process
+      # and under mpiexec (BENCHMARKS.md, "Scaling over GPUs"); needs the ffmpeg wheels
+      n=$(nvidia-smi -L | wc -l)
+      cf=1,mpi1,1nv; [ "$n" -ge 2 ] && cf=1,2,mpi1,mpi2,1nv,2nv
+      log "the whole job on configurations $cf"
+      python3 benchmarks/gpu_scaling.py --jobs heavy_1080p,minibrot_1080p,light_4k --configs "$cf" \
+        --ffmpeg-ks 16 --work /tmp/wsc 2>&1 | grep -v '^[a-z_0-9]* [a-z0-9]*: {' | tee "$OUT/wholescaling.txt"
+      python3 benchmarks/gpu_scaling.py --jobs minibrot_expmap_1080p --configs "${cf%%,mpi1*}" \
+        --work /tmp/wsc 2>&1 | tail -4 | tee -a "$OUT/wholescaling.txt" ;;
+    packsweep)
+      # the render phase against the number of packing threads (farm/schedule/packer.py)
+      log "packing threads"
+      for p in 4 8 16 31; do
+        echo "-- FARM_PACK_THREADS=$p"
+        FARM_PACK_THREADS=$p python3 -m farm render benchmarks/jobs/minibrot_1080p.toml --store /tmp/ps.h5 \
+          --restart --no-video --workers 1 2>&1 | grep -A1 "^farm: timeline"
+      done 2>&1 | tee "$OUT/packsweep.txt" ;;
   esac
 done
 log done
