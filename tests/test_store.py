@@ -227,3 +227,28 @@ def test_sync_soon_puts_the_store_on_disk_before_close(tmp_path):
                 break
             time.sleep(0.05)
         assert w._run_row["synced"] > 0  # recorded by the syncer, before close
+
+
+def test_the_size_estimate_bounds_a_rendered_store_and_is_not_far_above_it(write_job):
+    """`farm validate`'s store size (layout.store_bytes) against what a rendered store
+    takes on disk: at least that (less HDF5's own metadata, left out of the estimate),
+    and at most twice it. An auto zoom whose limits grow frame by frame: each histogram
+    row is written up to its own frame's limit, not the longest (the estimate counted
+    every row at the longest: 5.4x this store)."""
+    from conftest import run_farm
+
+    from farm.store import space
+
+    seahorse = ("-0.743643887037158704752191506114774", "0.131825904205311970493132056385139")
+    job = write_job("est", size=(64, 36), center=seahorse, width=("3", "1e-9"), frames=12,
+                    max_iter="auto", tile=(64, 36))
+    store = job.with_suffix(".h5")
+    result = run_farm("render", str(job), "--no-video", "--quiet")
+    assert result.returncode == 0, result.stderr
+    with Store(store) as s:
+        plan = s.plan()
+    limits = [f.max_iter for f in plan.frames]
+    assert max(limits) > 10 * min(limits)  # rows of very different lengths
+    on_disk, estimate = space.allocated(store), layout.store_bytes(plan, ZSTD)
+    assert on_disk <= estimate + 64 * 1024
+    assert estimate <= 2 * on_disk, (estimate, on_disk)

@@ -285,10 +285,11 @@ def store_bytes(plan: Plan, codec: Codec = RAW, orbit_length: int | None = None,
                 apparent: bool = False) -> int:
     """Bytes the store takes on disk once every tile is written: the pixel channels in
     full chunks (edge tiles padded; compressed: an estimate, Codec.estimate), the
-    per-frame histograms and bookkeeping, the reference orbit and the run table (HDF5's
-    own metadata, a few kilobytes, is left out). The file is sparse until tiles arrive,
-    so this is what the render will fill. ``apparent``: the file's length instead (a
-    compressed store's chunks have slots of their largest size)."""
+    per-frame histograms (each row up to its frame's limit) and bookkeeping, the
+    reference orbit and the run table (HDF5's own metadata, a few kilobytes, is left
+    out). The file is sparse until tiles arrive, so this is what the render will fill.
+    ``apparent``: the file's length instead (a compressed store's chunks have slots of
+    their largest size)."""
     grid, f_count = plan.grid, len(plan.frames)
     tile_px = grid.tile_w * grid.tile_h
 
@@ -296,7 +297,13 @@ def store_bytes(plan: Plan, codec: Codec = RAW, orbit_length: int | None = None,
         return codec.slot_bytes(c.nbytes(tile_px)) if apparent else codec.estimate(c, tile_px)
 
     total = sum(f_count * grid.count * chunk(c) for c in plan.channels)
-    total += f_count * plan.bins * 8 + f_count * 1  # histogram, frame_done
+    if apparent:
+        total += f_count * plan.bins * 8  # the histogram rows in full
+    else:  # a row is written from its first to its last count that is not zero
+        # (StoreWriter._write_histograms), all at most the frame's limit; the rest stays
+        # a hole (a resume that rebuilds a part-done frame's row writes it whole)
+        total += sum(8 * min(plan.bins, f.max_iter + 1) + 4096 for f in plan.frames)
+    total += f_count  # frame_done
     per_tile = 1 + sum(np.dtype(d).itemsize for d in TILE_META.values())  # done + tiles/*
     if codec.compressed:
         per_tile += 4 * len(plan.channels)  # tiles/bytes
