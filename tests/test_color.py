@@ -344,3 +344,24 @@ def test_shade_of_tiny_frames(shape):
         stats = Statistics(1, 0).stats(0, lambda g, raw=raw: raw.histogram)
         style = Style(method="shade", lut=lut("fire"))
         assert np.abs(shade(raw, stats, style).astype(int) - shade_reference(raw, stats, style)).max() <= 1
+
+
+def test_colours_do_not_depend_on_the_bands(seahorse):
+    """Bands (their rows chosen by size, farm/color/render.py band_rows_for) are a way
+    of spreading a frame over threads: any bands, on threads or not, give the same
+    bytes, for every method."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from farm.color.render import band_rows_for
+
+    raw_dz, stats_dz = seahorse
+    raw = RawFrame(0, raw_dz.iterations, raw_dz.fraction, raw_dz.histogram)
+    assert band_rows_for(1080, 1920, 2) == 137 and band_rows_for(360, 640, 2) == 180  # by size
+    assert band_rows_for(1080, 1920, 32) == 34 and band_rows_for(3, 640, 8) == 1  # a share a thread
+    for method in ("shade", "histogram"):
+        style = Style(method=method, lut=lut("classic"), cycles=1.0)
+        alone = colour(raw, stats_dz, style)
+        with ThreadPoolExecutor(2) as pool:
+            for rows in (None, 1, 7, raw.shape[0]):
+                banded = colour(raw, stats_dz, style, pool, band_rows=rows)
+                assert np.array_equal(banded, alone), (method, rows)
