@@ -236,6 +236,14 @@ def test_import_writes_job_and_palette(tmp_path):
     assert again.returncode == 2 and "exists; use --force" in again.stderr
     src = farm_in(tmp_path, "import", "seahorse.kfr", "-o", "s2.toml", "--max-iter", "source")
     assert src.returncode == 0 and specmod.load(tmp_path / "s2.toml").iterations.max == 12000
+    # the job names its gradient file from its own folder: the two move together
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    for name in ("seahorse.toml", "seahorse.palette.txt"):
+        (tmp_path / name).rename(moved / name)
+    again = specmod.load(moved / "seahorse.toml")
+    assert again.color.palette.stops == job.color.palette.stops
+    assert str(tmp_path) not in (moved / "seahorse.toml").read_text()
 
 
 def test_kfp_palette_alone_becomes_a_gradient_file(tmp_path):

@@ -235,8 +235,9 @@ def import_files(location: Location, options: JobOptions, source: Path, job: Pat
         if target.suffix != ".toml":
             raise UsageError(f"-o: {target} must end with .toml")
         palette = palette_path(target) if location.colours else None
-        text = job_text(location, options, source.name,
-                        str(palette.absolute()) if palette is not None else None)
+        # named from the job's folder (gradient files are read from there): the job and its
+        # gradient file can move together
+        text = job_text(location, options, source.name, palette.name if palette is not None else None)
         specmod.parse_text(text, name=target.stem, source=str(target))  # a valid job, or exit 2
         targets = {target: text}
         if palette is not None:
