@@ -126,6 +126,25 @@ def assert_same_datasets(a: Path, b: Path, names) -> None:
             assert np.array_equal(fa[name][...], fb[name][...]), name
 
 
+def render_both_methods(tmp_path: Path, keys: str, center: tuple[str, str]) -> dict[str, Path]:
+    """A 48x27 keyed zoom (``keys``: its [[animation.keys]] tables) rendered through
+    `farm render --no-video` by each method; the stores, by method."""
+    common = job_text(size=(48, 27), center=center, width=("1", "1"), frames=1, max_iter=600,
+                      tile=(48, 48)).replace('width = ["1", "1"]\n', "").replace("frames = 1\n", "")
+    stores = {}
+    for method in ("frames", "expmap"):
+        text = common.replace("fps = 10", f'fps = 10\nmethod = "{method}"')
+        if method == "expmap":
+            text = text.replace("tile = [48, 48]", "tile = [96, 33]")
+        job = tmp_path / f"{method}.toml"
+        job.write_text(text + keys + f'[output]\nstore = "{tmp_path / method}.h5"\n'
+                       f'video = "{tmp_path / method}.mp4"\n')
+        result = run_farm("render", str(job), "--no-video", "--quiet")
+        assert result.returncode == 0, result.stderr
+        stores[method] = tmp_path / f"{method}.h5"
+    return stores
+
+
 def render_frame(cl_device, plan, frame: int = 0, config=None, references=None, skipping=True):
     """(iterations, fraction) of a whole frame, rendered tile by tile on ``cl_device``;
     ``references`` are those of perturbed frames (plan.references())."""

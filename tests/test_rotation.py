@@ -294,7 +294,7 @@ def test_a_turning_zoom_renders_alike_in_both_methods(tmp_path):
     through `farm render`: the synthesised frames agree with the directly rendered
     turned frames as a quarter-pixel shift does, held frames are equal, and both
     stores' plans give every video frame its angle."""
-    from conftest import job_text, run_farm
+    from conftest import render_both_methods
     from expmap_reference import escape
 
     from farm.store.reader import Store
@@ -302,19 +302,7 @@ def test_a_turning_zoom_renders_alike_in_both_methods(tmp_path):
     from farm.synth.quality import agreement
 
     center = ("-0.743643887037158704752191506114774", "0.131825904205311970493132056385139")
-    common = job_text(size=(48, 27), center=center, width=("1", "1"), frames=1, max_iter=600,
-                      tile=(48, 48)).replace('width = ["1", "1"]\n', "").replace("frames = 1\n", "")
-    stores = {}
-    for method in ("frames", "expmap"):
-        text = common.replace("fps = 10", f'fps = 10\nmethod = "{method}"')
-        if method == "expmap":
-            text = text.replace("tile = [48, 48]", "tile = [96, 33]")
-        job_file = tmp_path / f"{method}.toml"
-        job_file.write_text(text + TURNING_KEYS + f'[output]\nstore = "{tmp_path / method}.h5"\n'
-                            f'video = "{tmp_path / method}.mp4"\n')
-        result = run_farm("render", str(job_file), "--no-video", "--quiet")
-        assert result.returncode == 0, result.stderr
-        stores[method] = tmp_path / f"{method}.h5"
+    stores = render_both_methods(tmp_path, TURNING_KEYS, center)
     u, v = pixel_offsets(48, 27)
     c = complex(float(center[0]), float(center[1]))
     with Store(stores["frames"]) as d, Store(stores["expmap"]) as s:

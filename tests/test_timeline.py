@@ -11,7 +11,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 import pytest
-from conftest import job_text, run_farm
+from conftest import job_text, render_both_methods, run_farm
 from expmap_reference import escape, frame_points
 
 from farm import numerics as num
@@ -227,19 +227,7 @@ def test_expmap_synthesises_a_zoom_in_hold_and_out_like_the_frames_method(tmp_pa
     from farm.synth.quality import agreement
 
     center = ("-0.743643887037158704752191506114774", "0.131825904205311970493132056385139")
-    common = job_text(size=(48, 27), center=center, width=("1", "1"), frames=1, max_iter=600,
-                      tile=(48, 48)).replace('width = ["1", "1"]\n', "").replace("frames = 1\n", "")
-    stores = {}
-    for method in ("frames", "expmap"):
-        text = common.replace("fps = 10", f'fps = 10\nmethod = "{method}"')
-        if method == "expmap":
-            text = text.replace("tile = [48, 48]", "tile = [96, 33]")
-        job = tmp_path / f"{method}.toml"
-        job.write_text(text + EXPMAP_KEYS + f'[output]\nstore = "{tmp_path / method}.h5"\n'
-                       f'video = "{tmp_path / method}.mp4"\n')
-        result = run_farm("render", str(job), "--no-video", "--quiet")
-        assert result.returncode == 0, result.stderr
-        stores[method] = tmp_path / f"{method}.h5"
+    stores = render_both_methods(tmp_path, EXPMAP_KEYS, center)
     with Store(stores["frames"]) as d, Store(stores["expmap"]) as s:
         assert d.frames == s.frames == 31
         held = [s.raw(k) for k in range(12, 19)]
