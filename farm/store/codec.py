@@ -63,6 +63,7 @@ CODECS = ("zstd", "none")
 # distance estimate (c), from the benchmarks' stores (BENCHMARKS.md, "The compact
 # store"). The smooth offsets' low mantissa bits are noise: they set the floor.
 ESTIMATE = {"u": 0.25, "f": 0.70, "c": 0.75}
+FS_BLOCK = 4096  # a file system block: what a partly written range may take beyond its bytes
 
 
 def compress_bound(n: int) -> int:
@@ -182,7 +183,7 @@ class Codec:
         raw = channel.nbytes(pixels)
         if not self.compressed:
             return raw
-        return int(raw * ESTIMATE[np.dtype(channel.dtype).kind]) + 4096
+        return int(raw * ESTIMATE[np.dtype(channel.dtype).kind]) + FS_BLOCK
 
     def filters(self) -> list[tuple[int, tuple[int, ...]]]:
         """The HDF5 filter pipeline of a chunk: (filter id, client values)."""

@@ -97,7 +97,7 @@ import numpy as np
 from farm.plan import Plan
 from farm.plan.references import References, pack, unpack
 from farm.spec import canonical_text
-from farm.store.codec import RAW, ZSTD, Codec, SparseWriter
+from farm.store.codec import FS_BLOCK, RAW, ZSTD, Codec, SparseWriter
 
 FORMAT = "zoomfarm-store/9"  # bump when the layout changes: readers refuse others
 READABLE = ("zoomfarm-store/8", FORMAT)  # formats this farm reads and resumes
@@ -302,7 +302,7 @@ def store_bytes(plan: Plan, codec: Codec = RAW, orbit_length: int | None = None,
     else:  # a row is written from its first to its last count that is not zero
         # (StoreWriter._write_histograms), all at most the frame's limit; the rest stays
         # a hole (a resume that rebuilds a part-done frame's row writes it whole)
-        total += sum(8 * min(plan.bins, f.max_iter + 1) + 4096 for f in plan.frames)
+        total += sum(8 * min(plan.bins, f.max_iter + 1) + FS_BLOCK for f in plan.frames)
     total += f_count  # frame_done
     per_tile = 1 + sum(np.dtype(d).itemsize for d in TILE_META.values())  # done + tiles/*
     if codec.compressed:
