@@ -31,7 +31,8 @@ class RawFrame:
     index: int  # frame number in the animation
     iterations: np.ndarray  # uint32 (H, W) or (H, W, S): escape count, 0 for interior
     fraction: np.ndarray  # float32, same shape: smooth offset d
-    histogram: np.ndarray  # int64 (N,): samples per count
+    histogram: np.ndarray  # int64 (N,): samples per count 0 .. N-1 (none beyond: N may be
+    #                        less than the store's row, Store.histogram(full=False))
     distance: np.ndarray | None = None  # complex64, same shape: DEX + i DEY in pixels
 
     @property

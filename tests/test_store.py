@@ -252,3 +252,64 @@ def test_the_size_estimate_bounds_a_rendered_store_and_is_not_far_above_it(write
     on_disk, estimate = space.allocated(store), layout.store_bytes(plan, ZSTD)
     assert on_disk <= estimate + 64 * 1024
     assert estimate <= 2 * on_disk, (estimate, on_disk)
+
+
+def test_row_sums_of_sparse_tiles_equal_the_dense_sum():
+    """The writer's histogram sum (RowSum) of tiles whose counts lie in different,
+    overlapping ranges equals the dense sum, and writes from the first to the last
+    count: tiles arrive below, above and inside what was summed before."""
+    from farm.store.writer import RowSum
+
+    rng = np.random.default_rng(7)
+    dense, acc = np.zeros(5000, np.int64), RowSum()
+    for lo, hi in [(2000, 2100), (3000, 3500), (100, 150), (2050, 4999), (0, 1), (120, 3000)]:
+        counts = np.bincount(rng.integers(lo, hi + 1, 300), minlength=5000)
+        bins = np.flatnonzero(counts)
+        dense += counts
+        acc.add(bins, counts[bins])
+        nz = np.flatnonzero(dense)
+        assert acc.lo == nz[0] and acc.lo + len(acc.counts) == nz[-1] + 1
+        assert np.array_equal(acc.full(5000), dense)
+    empty = RowSum()
+    empty.add(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert len(empty.counts) == 0 and not empty.full(10).any()
+
+
+def test_a_deep_frames_row_is_read_from_what_was_written(write_job, monkeypatch):
+    """Frames whose limit is 10^7 (a deep zoom's depth rule) but whose pixels escape
+    within a few counts of each other: colouring reads each histogram row up to its
+    last count from the ranges the writer wrote (kilobytes, not the row's 80 MB), gets
+    the row's values, and gets them too where the file system cannot tell holes from
+    data; the size estimate counts such a row at most ROW_ESTIMATE_BINS."""
+    import os
+
+    from conftest import run_farm
+
+    from farm.store import reader as reader_mod
+    from farm.store import space
+
+    job = write_job("deep", size=(64, 36), center=("0.3", "0.6"), width=("0.01", "0.005"), frames=2,
+                    max_iter=10_000_000, tile=(64, 36))
+    store = job.with_suffix(".h5")
+    result = run_farm("render", str(job), "--no-video", "--quiet")
+    assert result.returncode == 0, result.stderr
+    read = []
+    real_pread = os.pread
+    monkeypatch.setattr(reader_mod.os, "pread", lambda fd, n, at: read.append(n) or real_pread(fd, n, at))
+    with Store(store) as s:
+        assert s.bins == 10_000_001
+        for f in range(2):
+            read.clear()
+            prefix = s.histogram(f, full=False)
+            assert sum(read) < 1 << 20  # a row is 80 MB
+            whole = s.histogram(f)
+            assert prefix[-1] > 0 and len(prefix) < 1000 and np.array_equal(prefix, whole[:len(prefix)])
+            assert not whole[len(prefix):].any() and whole.sum() == 64 * 36
+            assert np.array_equal(s.raw(f).histogram, prefix)
+            with monkeypatch.context() as m:
+                m.setattr(reader_mod, "data_ranges", lambda fd, a, b: None)
+                assert np.array_equal(s.histogram(f, full=False), prefix)
+        plan = s.plan()
+    on_disk, estimate = space.allocated(store), layout.store_bytes(plan, ZSTD)
+    assert on_disk <= estimate + 64 * 1024
+    assert estimate < 2 * 8 * (layout.ROW_ESTIMATE_BINS + 4096) + (1 << 20), estimate

@@ -230,7 +230,7 @@ class FrameSink:
         """Read, colour and (unordered outputs) write frame ``f``; on a frame thread."""
         if TEST_DELAY:
             time.sleep(TEST_DELAY)
-        stats = self.stats.stats(f, self.store.histogram)
+        stats = self.stats.stats(f, lambda g: self.store.histogram(g, full=False))
         raw = self.store.raw(f)
         self.stats.forget_before(f - self.threads)
         t0 = time.perf_counter()

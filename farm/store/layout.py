@@ -102,6 +102,13 @@ from farm.store.codec import FS_BLOCK, RAW, ZSTD, Codec, SparseWriter
 FORMAT = "zoomfarm-store/9"  # bump when the layout changes: readers refuse others
 READABLE = ("zoomfarm-store/8", FORMAT)  # formats this farm reads and resumes
 BYTES = "tiles/bytes"  # (F, T, C) stored frame lengths of a compressed store
+# The histogram row of one frame as the size estimate counts it, at most: a frame's
+# counts lie between its first and its last escape, which at depth are far closer
+# together than its limit (at 1e-10000 the depth rule's 10^7 against spans of a few
+# thousand counts, benchmarks/depth.py); 2^20 bins is 8 MB a frame, as much as a
+# compressed 1080p frame's pixels. A frame whose counts spread wider writes more, and
+# the full-disk stop ends the render there, losing nothing (docs/store-guarantees.md).
+ROW_ESTIMATE_BINS = 1 << 20
 RUNS = 1024  # render and resume runs a store can record (the last row is reused after)
 # One row per render or resume: when it ran, and its timeline (farm/timeline.py).
 # Times are unix seconds; *_s fields are seconds of work (worker fields summed over
@@ -300,9 +307,10 @@ def store_bytes(plan: Plan, codec: Codec = RAW, orbit_length: int | None = None,
     if apparent:
         total += f_count * plan.bins * 8  # the histogram rows in full
     else:  # a row is written from its first to its last count that is not zero
-        # (StoreWriter._write_histograms), all at most the frame's limit; the rest stays
-        # a hole (a resume that rebuilds a part-done frame's row writes it whole)
-        total += sum(8 * min(plan.bins, f.max_iter + 1) + FS_BLOCK for f in plan.frames)
+        # (StoreWriter._write_histograms), all at most the frame's limit, counted here up
+        # to ROW_ESTIMATE_BINS; the rest stays a hole (a resume that rebuilds a part-done
+        # frame's row writes it whole)
+        total += sum(8 * min(f.max_iter + 1, ROW_ESTIMATE_BINS) + FS_BLOCK for f in plan.frames)
     total += f_count  # frame_done
     per_tile = 1 + sum(np.dtype(d).itemsize for d in TILE_META.values())  # done + tiles/*
     if codec.compressed:

@@ -13,6 +13,7 @@ read both methods alike. ``units``, ``unit_done``, ``unit``, ``strip_rows`` and
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import threading
@@ -37,6 +38,59 @@ from farm.synth import Raster
 
 # each store's chunk slots, found once per process: (path, device, inode, created) -> slots
 _CHUNKS: dict[tuple, Chunks | None] = {}
+
+
+def data_ranges(fd: int, start: int, end: int) -> list[tuple[int, int]] | None:
+    """The byte ranges of ``start .. end`` that hold data, as the file system tells
+    (``lseek`` with SEEK_DATA and SEEK_HOLE; whole blocks), in order: what is not in
+    them is a hole, never written, and reads as zeros. None where the file system
+    cannot tell (then any byte may be data)."""
+    out: list[tuple[int, int]] = []
+    pos = start
+    try:
+        while pos < end:
+            try:
+                a = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as err:
+                if err.errno == errno.ENXIO:  # no data from pos to the end of the file
+                    break
+                raise
+            if a >= end:
+                break
+            b = min(os.lseek(fd, a, os.SEEK_HOLE), end)
+            out.append((a, b))
+            pos = b
+    except (OSError, AttributeError):  # (EINVAL: not supported; no SEEK_DATA on this OS)
+        return None
+    return out
+
+
+def trimmed(row: np.ndarray) -> np.ndarray:
+    """``row`` up to its last entry that is not zero (at least one entry)."""
+    nz = np.flatnonzero(row)
+    return row[:int(nz[-1]) + 1] if len(nz) else row[:1]
+
+
+def row_prefix(fd: int, start: int, n: int) -> np.ndarray:
+    """The int64 row of ``n`` entries at byte ``start`` of the file, up to its last
+    entry that is not zero (:func:`trimmed`), reading only the ranges that hold data.
+    The writer writes a histogram row from its first to its last count that is not
+    zero: a deep frame's row may be 10^7 bins (80 MB) of which a few thousand were
+    written, and reading the holes as zeros cost the video's colouring more than the
+    frame's pixels. Where the file system cannot tell holes from data, the whole row."""
+    end = start + 8 * n
+    ranges = data_ranges(fd, start, end)
+    if ranges is None:
+        ranges = [(start, end)]
+    if not ranges:
+        return np.zeros(1, np.int64)
+    count = -(-(ranges[-1][1] - start) // 8)  # entries up to the last byte of data
+    row = np.zeros(count, np.int64)
+    for a, b in ranges:  # (whole entries: the row need not start on a block)
+        i0, i1 = (a - start) // 8, min(count, -(-(b - start) // 8))
+        data = os.pread(fd, 8 * (i1 - i0), start + 8 * i0)
+        row[i0:i0 + len(data) // 8] = np.frombuffer(data, "<i8")
+    return trimmed(row)
 
 
 @functools.lru_cache(maxsize=16)
@@ -215,11 +269,20 @@ class Store:
             return self.raw(frame).fraction
         return self.read(frame, ["fraction"])[0]
 
-    def histogram(self, frame: int) -> np.ndarray:
-        """Frame f's count histogram, int64 (N,), N = the store's histogram length."""
+    def histogram(self, frame: int, full: bool = True) -> np.ndarray:
+        """Frame f's count histogram, int64 (N,), N = the store's histogram length; with
+        ``full=False`` the row up to its last count that is not zero (what colouring
+        needs), read from the parts of the file the writer wrote (:func:`row_prefix`)."""
+        n = int(self.file["histogram"].shape[1])
         if self.expmap:
-            return self.raw(frame).histogram
-        return self._live("histogram", frame)
+            row = self.raw(frame).histogram
+            return np.pad(row, (0, n - len(row))) if full else row
+        if full:
+            return self._live("histogram", frame)
+        offset = self._offsets().get("histogram")
+        if offset is None:
+            return trimmed(self._live("histogram", frame))
+        return row_prefix(self._reader_fd(), offset + frame * n * 8, n)
 
     def channel(self, name: str, frame: int) -> np.ndarray:
         """One per-pixel channel of a frame: (H, W) or (H, W, depth)."""
@@ -249,7 +312,7 @@ class Store:
                 return got[name]
             return np.concatenate([got[name][..., None], got["samples/" + name]], axis=2)
 
-        return RawFrame(frame, full("iterations"), full("fraction"), self.histogram(frame),
+        return RawFrame(frame, full("iterations"), full("fraction"), self.histogram(frame, full=False),
                         full("distance") if "distance" in names else None)
 
     # ------------------------------------------------------------------ expmap units

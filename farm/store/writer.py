@@ -117,6 +117,38 @@ def _crash_point(name: str, flagged: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+class RowSum:
+    """A frame's histogram row summed from its tiles' sparse ``(bins, counts)``: held
+    from the lowest count seen (``lo``) to the highest, as the writer writes it. A deep
+    frame's limit may be 10^7 counts while its pixels escape within a few thousand
+    counts of each other: a whole row (80 MB) for each frame in flight cost the writer
+    a pass over it per frame; this takes kilobytes."""
+
+    def __init__(self) -> None:
+        self.lo = 0
+        self.counts = np.zeros(0, np.int64)
+
+    def add(self, bins: np.ndarray, counts: np.ndarray) -> None:
+        """Add one tile's counts (``bins`` distinct, ascending)."""
+        if len(bins) == 0:
+            return
+        lo, hi = int(bins[0]), int(bins[-1]) + 1
+        if len(self.counts) == 0:
+            self.lo, self.counts = lo, np.zeros(hi - lo, np.int64)
+        elif lo < self.lo or hi > self.lo + len(self.counts):
+            new_lo, new_hi = min(lo, self.lo), max(hi, self.lo + len(self.counts))
+            grown = np.zeros(new_hi - new_lo, np.int64)
+            grown[self.lo - new_lo:self.lo - new_lo + len(self.counts)] = self.counts
+            self.lo, self.counts = new_lo, grown
+        self.counts[np.asarray(bins, np.int64) - self.lo] += np.asarray(counts, np.int64)
+
+    def full(self, bins: int) -> np.ndarray:
+        """The whole row of ``bins`` counts."""
+        row = np.zeros(bins, np.int64)
+        row[self.lo:self.lo + len(self.counts)] = self.counts
+        return row
+
+
 class StoreWriter:
     """Open store for raw writes (one per render, in the master). ``codec`` is how the
     store's chunks are encoded: the workers must pack tiles with it."""
@@ -156,7 +188,7 @@ class StoreWriter:
         self._run_row = np.zeros(1, dtype=layout.RUN_DTYPE)
         self._run_row["started"], self._run_row["workers"] = time.time(), workers
         self._write_run_row()
-        self.hist: dict[int, np.ndarray] = {}
+        self.hist: dict[int, RowSum] = {}  # part-done frames' histogram sums
         # frames whose histogram row may have been written before (a check found a tile
         # of theirs damaged): their row is written whole
         self._written_rows: set[int] = set()
@@ -287,8 +319,7 @@ class StoreWriter:
         _crash_point("before-flags", self.flagged)
         for r in results:
             self.done[r.frame, r.tile] = True
-            acc = self._histogram(r.frame)
-            acc[r.hist_bins] += r.hist_counts
+            self._histogram(r.frame).add(r.hist_bins, r.hist_counts)
         flags = self.done.view(np.uint8)
         for frame, lo, hi in spans:
             _crash_point("before-done-flag", self.flagged)
@@ -307,12 +338,11 @@ class StoreWriter:
         empty bins below its first escape; the rest of a row never written reads as
         zeros), or ``whole`` where it may have been written before (a resume's rebuild)."""
         for f in frames:
-            row = self.hist.pop(f)
-            lo, hi = 0, len(row)
-            if not whole and f not in self._written_rows:
-                nz = np.flatnonzero(row)
-                lo, hi = (int(nz[0]), int(nz[-1]) + 1) if len(nz) else (0, 0)
-            self._pwrite(row[lo:hi], self.offsets["histogram"] + (f * self.bins + lo) * 8)
+            acc = self.hist.pop(f, None) or RowSum()
+            lo, row = acc.lo, acc.counts
+            if whole or f in self._written_rows:
+                lo, row = 0, acc.full(self.bins)
+            self._pwrite(row, self.offsets["histogram"] + (f * self.bins + lo) * 8)
             _crash_point("after-histogram-row", self.flagged)
         for f in frames:
             self._pwrite(b"\x01", self.offsets["frame_done"] + f)
@@ -328,9 +358,9 @@ class StoreWriter:
             lo_hi[0], lo_hi[1] = min(lo_hi[0], r.tile), max(lo_hi[1], r.tile)
         return [(f, lo, hi + 1) for f, (lo, hi) in sorted(spans.items())]
 
-    def _histogram(self, frame: int) -> np.ndarray:
+    def _histogram(self, frame: int) -> RowSum:
         if frame not in self.hist:
-            self.hist[frame] = np.zeros(self.bins, dtype=np.int64)
+            self.hist[frame] = RowSum()
         return self.hist[frame]
 
     def restore_histograms(self) -> list[int]:
@@ -341,13 +371,12 @@ class StoreWriter:
         partial = [f for f in range(len(self.plan.frames))
                    if self.done[f].any() and not self.frame_done[f]]
         for f in partial:
-            acc = self._histogram(f)
-            acc[:] = 0
+            acc = self.hist[f] = RowSum()
             for t in np.flatnonzero(self.done[f]):
                 arrays = self.read_tile(f, int(t))
                 for c in self.channels:  # "iterations", and the counts of extra samples
                     if c.name.rsplit("/", 1)[-1] == "iterations":
-                        acc += np.bincount(arrays[c.name].ravel(), minlength=self.bins)[: self.bins]
+                        acc.add(*np.unique(arrays[c.name], return_counts=True))
         complete = [f for f in partial if self.done[f].all()]
         self._write_histograms(complete, whole=True)
         return complete

@@ -158,9 +158,9 @@ class Synthesis:
     """The video frames of one expmap render, synthesised on demand (thread-safe).
 
     ``layout``: its units (farm/plan/units.py); ``limits[k]``: video frame k's
-    iteration limit; ``bins``: the store's histogram length (every frame's histogram is
-    padded to it); ``keep``: synthesised frames kept for the next request of the same
-    frame."""
+    iteration limit, and its histogram's length less one; ``bins``: the store's
+    histogram length (the engine's largest); ``keep``: synthesised frames kept for the
+    next request of the same frame."""
 
     def __init__(self, layout: ExpmapLayout, limits: Sequence[int], bins: int, engine: str = "auto",
                  keep: int = 16):
@@ -199,10 +199,9 @@ class Synthesis:
             if first < stop:
                 self.rows_fetched += engine.ensure_rows(first, stop, rows)
             limit = self.limits[k]
-            arrays = engine.synthesize(k, limit)
-            hist = np.zeros(self.bins, np.int64)
-            hist[:limit + 1] = arrays["histogram"]
-            raw = RawFrame(k, arrays["iterations"], arrays["fraction"], hist)
+            arrays = engine.synthesize(k, limit)  # (its histogram: counts 0 .. limit)
+            raw = RawFrame(k, arrays["iterations"], arrays["fraction"],
+                           np.asarray(arrays["histogram"], np.int64))
             self.synthesised += 1
             self._frames[k] = raw
             while len(self._frames) > self.keep:
