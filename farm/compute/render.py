@@ -52,6 +52,7 @@ import math
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +99,47 @@ class TileResult:
         return self.arrays["fraction"]
 
 
+# Histogram bins read back with every tile. A plan whose rows are longer (a deep zoom's
+# limit is up to 10^7 counts: 80 MB a tile) also runs kernels/hist_top.cl behind each
+# tile: the host scans the bins up to the tile's highest count, and reads the bins past
+# HIST_STAGED only when that count lies there (:func:`tile_histogram`).
+HIST_STAGED = 1 << 20
+
+
+def tile_histogram(staged: np.ndarray | None, top: int | None,
+                   rest: Callable[[int, int], np.ndarray] | None,
+                   filler: int) -> tuple[np.ndarray, np.ndarray]:
+    """(bins, counts), int64, of a tile (:func:`sparse_histogram`) from what was read
+    back: ``staged`` the row's first bins (all of them when ``top`` is None); ``top``
+    the highest bin holding a count (kernels/hist_top.cl); ``rest(a, b)`` reads bins
+    a .. b-1 from the device."""
+    if staged is None or top is None:
+        return sparse_histogram(staged, filler)
+    bins, counts = sparse_histogram(staged[:top + 1], filler)
+    if top >= len(staged) and rest is not None:
+        tail = rest(len(staged), top + 1)
+        nz = np.flatnonzero(tail)
+        bins = np.concatenate([bins, nz.astype(np.int64) + len(staged)])
+        counts = np.concatenate([counts, tail[nz].astype(np.int64)])
+    return bins, counts
+
+
+def sparse_histogram(hist: np.ndarray | None, filler: int) -> tuple[np.ndarray, np.ndarray]:
+    """(bins, counts), int64, of a tile: the non-zero entries of the region's histogram
+    as the device left it (``hist``: a view of the staging memory, None when nothing was
+    computed), plus ``filler`` pixels outside the region counted as count 0. One pass
+    over ``hist`` and nothing as long as it: a deep frame's row has up to 10^7 bins."""
+    bins = np.flatnonzero(hist) if hist is not None else np.zeros(0, np.intp)
+    counts = hist[bins].astype(np.int64) if hist is not None else np.zeros(0, np.int64)
+    bins = bins.astype(np.int64)
+    if filler:
+        if len(bins) and bins[0] == 0:
+            counts[0] += filler
+        else:
+            bins, counts = np.concatenate([[0], bins]), np.concatenate([[filler], counts])
+    return bins, counts
+
+
 @dataclass
 class Collected:
     """A finished launch's results where the device put them: views into the slot's
@@ -113,16 +155,13 @@ class Collected:
     kernel_seconds: float
     slot: _Slot
     shuffled: bool = False
+    top: int | None = None  # the highest count in hist when only its start was read back
+    rest: Callable[[int, int], np.ndarray] | None = None  # reads hist bins a .. b-1 past it
 
     def histogram(self) -> tuple[np.ndarray, np.ndarray]:
         """(bins, counts) of the tile, int64: the region's, plus the filler outside it
         counted as count 0 (as the stored bytes say)."""
-        hist = np.zeros(self.frame.bins, np.int64)
-        if self.hist is not None:
-            hist[:] = self.hist
-        hist[0] += self.tile.pixels - self.region.pixels
-        bins = np.flatnonzero(hist)
-        return bins.astype(np.int64), hist[bins]
+        return tile_histogram(self.hist, self.top, self.rest, self.tile.pixels - self.region.pixels)
 
     def release(self) -> None:
         """The slot's memory may be reused: the views are no longer valid."""
@@ -141,6 +180,8 @@ class _Slot:
     hist: cl.Buffer
     staging: list[np.ndarray]  # pinned: one per channel, then the histogram
     pinned: list[cl.Buffer]  # the host buffers behind staging (kept mapped)
+    top: cl.Buffer | None = None  # the histogram's highest count (long rows only)
+    top_host: np.ndarray | None = None  # ... read back here
     steps: cl.Buffer | None = None  # loop passes per pixel (count_steps only)
     planes: list[cl.Buffer] | None = None  # per channel, the shuffled chunk (shuffle only)
     busy: bool = False
@@ -212,6 +253,12 @@ class TileRenderer:
         self.hist_dtype = np.int64 if "-DHIST64" in self.options else np.uint32
         self._kernels: dict[str, cl.Kernel] = {}
         self.shuffle = shuffle
+        # rows longer than HIST_STAGED: the device finds each tile's highest count, and
+        # the packing threads read the bins past HIST_STAGED on a queue of their own
+        # (the renderer's queue has the next tiles' kernels in it)
+        self._hist_top = (cl.Kernel(programs.build(self.ctx, ("hist_top.cl",), self.options), "hist_top")
+                          if plan.bins > HIST_STAGED else None)
+        self._side_queue = cl.CommandQueue(self.ctx) if self._hist_top is not None else None
         self._shuffler = (cl.Kernel(programs.build(self.ctx, ("shuffle.cl",)), "byte_planes") if shuffle
                           else None)
         self._slots = [self._new_slot() for _ in range(slots)]
@@ -241,7 +288,7 @@ class TileRenderer:
         mf, grid = cl.mem_flags, self.plan.grid
         npix, coord = grid.tile_w * grid.tile_h, 16  # the widest coordinate: uint4/float4
         shapes = [(npix * c.depth, np.dtype(c.dtype)) for c in self.plan.channels]
-        shapes.append((self.plan.bins, np.dtype(self.hist_dtype)))
+        shapes.append((min(self.plan.bins, HIST_STAGED), np.dtype(self.hist_dtype)))
         pinned, staging = [], []
         flags: Any = cl.map_flags.READ | cl.map_flags.WRITE
         for count, dtype in shapes:
@@ -255,10 +302,12 @@ class TileRenderer:
         planes = ([cl.Buffer(self.ctx, mf.READ_WRITE, c.nbytes(npix)) for c in self.plan.channels]
                   if self.shuffle else None)
         per_axis = coord * self.plan.samples * (2 if any(f.rotated for f in self.plan.frames) else 1)
+        long_rows = self._hist_top is not None
         return _Slot(cl.Buffer(self.ctx, mf.READ_ONLY, per_axis * grid.tile_w),
                      cl.Buffer(self.ctx, mf.READ_ONLY, per_axis * grid.tile_h), outputs,
                      cl.Buffer(self.ctx, mf.READ_WRITE, 8 * self.plan.bins), staging, pinned,
-                     planes=planes)
+                     top=cl.Buffer(self.ctx, mf.READ_WRITE, 4) if long_rows else None,
+                     top_host=np.zeros(1, np.uint32) if long_rows else None, planes=planes)
 
     # ----------------------------------------------------------------- per-frame state
     def prepare(self, frame: FramePlan) -> concurrent.futures.Future:
@@ -459,8 +508,10 @@ class TileRenderer:
                 readbacks = [cl.enqueue_copy(q, stage[:npix * c.depth], buf, is_blocking=False)
                              for c, stage, buf in zip(self.plan.channels, slot.staging, slot.outputs,
                                                       strict=False)]
-            readbacks.append(cl.enqueue_copy(q, slot.staging[-1][:frame.bins], slot.hist,
-                                             is_blocking=False))
+            readbacks.append(cl.enqueue_copy(q, slot.staging[-1][:min(frame.bins, HIST_STAGED)],
+                                             slot.hist, is_blocking=False))
+            if frame.bins > HIST_STAGED:
+                readbacks.append(self._find_top(slot, frame.bins))
             q.flush()
             launched = _Launch(frame, tile, kev, readbacks, slot, keep, region, tuple(uploads))
             self._in_flight[id(launched)] = launched
@@ -468,6 +519,31 @@ class TileRenderer:
         except BaseException:  # nothing was launched: the slot is free again
             slot.busy = False
             raise
+
+    def _find_top(self, slot: _Slot, bins: int) -> cl.Event:
+        """Enqueue kernels/hist_top.cl on the slot's histogram (behind the tile's kernel)
+        and the read-back of its result into ``slot.top_host``."""
+        assert self._hist_top is not None and slot.top is not None and slot.top_host is not None
+        q = self.queue
+        cl.enqueue_fill_buffer(q, slot.top, np.zeros(1, np.uint32), 0, 4)
+        items = min(-(-bins // 256) * 256, 256 * 256 * max(1, self.info.compute_units))
+        self._hist_top(q, (items,), (256,), slot.hist, np.uint32(bins), slot.top)
+        return cl.enqueue_copy(q, slot.top_host, slot.top, is_blocking=False)
+
+    def _read_hist(self, slot: _Slot, a: int, b: int) -> np.ndarray:
+        """Bins a .. b-1 of the slot's histogram (its kernel finished), read on the side
+        queue: called from packing threads while the slot is still busy."""
+        assert self._side_queue is not None
+        out = np.empty(b - a, self.hist_dtype)
+        cl.enqueue_copy(self._side_queue, out, slot.hist, src_offset=a * out.itemsize, is_blocking=True)
+        return out
+
+    def _tile_top(self, launch: _Launch) -> tuple[int | None, Callable[[int, int], np.ndarray] | None]:
+        """(top, rest) for :func:`tile_histogram`: (None, None) for rows read back whole."""
+        slot = launch.slot
+        if launch.kernel_event is None or launch.frame.bins <= HIST_STAGED or slot.top_host is None:
+            return None, None
+        return int(slot.top_host[0]), functools.partial(self._read_hist, slot)
 
     def _shuffled_readbacks(self, slot: _Slot, region: Region) -> list[cl.Event]:
         """Shuffle each channel's chunk on the device (kernels/shuffle.cl, behind the tile's
@@ -528,16 +604,13 @@ class TileRenderer:
             steps = np.empty(npix, np.uint32)
             cl.enqueue_copy(self.queue, steps, slot.steps, is_blocking=True)
             arrays["steps"] = steps.reshape(region.height, region.width)
-        hist = np.zeros(launch.frame.bins, np.int64)
-        if launch.kernel_event is not None:
-            hist[:] = slot.staging[-1][:launch.frame.bins]
-        hist[0] += tile.pixels - npix
-        bins = np.flatnonzero(hist)
-        counts = hist[bins]
+        staged = (slot.staging[-1][:min(launch.frame.bins, HIST_STAGED)]
+                  if launch.kernel_event is not None else None)
+        bins, counts = tile_histogram(staged, *self._tile_top(launch), tile.pixels - npix)
         slot.busy = False
         kev = launch.kernel_event
         seconds = 0.0 if kev is None else (kev.profile.end - kev.profile.start) * 1e-9
-        return TileResult(launch.frame.index, tile.index, arrays, bins.astype(np.int64), counts,
+        return TileResult(launch.frame.index, tile.index, arrays, bins, counts,
                           seconds, self.counters.values())
 
     def collect(self, launch: _Launch) -> Collected:
@@ -560,9 +633,11 @@ class TileRenderer:
             npix = region.pixels
             blocks = [stage[:npix * c.depth].reshape(c.shape(region.height, region.width))
                       for c, stage in zip(self.plan.channels, slot.staging, strict=False)]
-        hist = None if kev is None else slot.staging[-1][:launch.frame.bins]
+        hist = None if kev is None else slot.staging[-1][:min(launch.frame.bins, HIST_STAGED)]
         seconds = 0.0 if kev is None else (kev.profile.end - kev.profile.start) * 1e-9
-        return Collected(launch.frame, launch.tile, region, blocks, hist, seconds, slot, shuffled)
+        top, rest = self._tile_top(launch)
+        return Collected(launch.frame, launch.tile, region, blocks, hist, seconds, slot, shuffled,
+                         top, rest)
 
     def render(self, frame: FramePlan, tile: Tile) -> TileResult:
         return self.finish(self.launch(frame, tile))
