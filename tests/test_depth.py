@@ -103,3 +103,20 @@ def test_a_frame_at_1e_100000_and_its_store(cl_device, tmp_path):
         assert Decimal(f["frames/width"][0].decode()) == Decimal(width)
         back = read_references(f)
     assert back is not None and back.refs[0].wrap == 2 and back.refs[0] == refs.refs[0]
+
+
+def test_every_farm_process_parses_centres_of_any_length():
+    """A 1e-10000 zoom's centre has 10,000 digits; mpmath 1.3 parses decimal strings
+    through int(), which Python limits to 4300 digits, and the zoom's first frames
+    failed in frame preparation's helper processes (they parse the centre for their
+    coordinate axes). Importing the farm, as the command, MPI ranks and helpers
+    (``python -m farm.compute.prep``) do, lifts the limit."""
+    import subprocess
+    import sys
+
+    from conftest import checkout_env
+
+    code = "import farm.compute.prep, sys; int('7' * 10000); print(sys.get_int_max_str_digits())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=checkout_env())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"
