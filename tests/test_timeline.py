@@ -292,3 +292,22 @@ def test_validate_lists_the_keys(tmp_path):
     assert "timeline   key 0: 0 s (frame 0), width 4, then cubic" in result.stdout
     assert "key 1: 1.5 s (frame 15), width 4e-9, then linear" in result.stdout
     assert "frames     91 at 10 fps" in result.stdout
+
+
+def test_a_worker_makes_no_more_slots_than_the_job_has_tiles(write_job, monkeypatch):
+    """Each slot is device buffers and pinned memory for a tile and its histogram (100 MB
+    at 1080p for a deep frame's 10^7 counts); a worker made eleven on a GPU whatever the
+    job, 0.5-0.9 s of a one-frame render's set-up. One tile: one slot; more tiles: up
+    to the worker's capacity."""
+    from farm import cli
+    from farm.compute.render import TileRenderer
+
+    made: list[int] = []
+    real = TileRenderer.ensure_slots
+    monkeypatch.setattr(TileRenderer, "ensure_slots", lambda self, n: made.append(n) or real(self, n))
+    one = write_job("one", size=(32, 18), frames=1, tile=(32, 32))
+    assert cli.main(["render", str(one), "--no-video", "--quiet"]) == 0
+    assert made == [1]
+    many = write_job("many", size=(32, 18), frames=6, tile=(32, 32), width=("3", "1"))
+    assert cli.main(["render", str(many), "--no-video", "--quiet"]) == 0
+    assert made[-1] > 1
