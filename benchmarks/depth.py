@@ -11,6 +11,8 @@ Frames (each a one-frame job, auto iterations, the device `farm render` picks):
               reference ten times shorter; below 1e-1000 the view is self-similar)
   100k        1e-100000 at a Misiurewicz point followed down to 1e-1000 (332k-bit
               coordinates; the same short reference)
+  zoom-10k    a 600-frame zoom from width 4 to 1e-10000 at the 10k-deep point, with
+              its video (issue 23: "renders end to end on one GPU")
 
 The `farm find` runs are timed apart (they are the user's preparation, not the
 render; here, on two cores: 11 s, 200 s and 180 s); jobs already in --out are
@@ -35,10 +37,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from farm import spec as specmod  # noqa: E402
 
 START = ("-1.7687", "0.0017")  # near the antenna's tip (fast orbits)
+# name: (depth, structure followed down to, frames; a zoom of more than one frame is
+# rendered with its video)
 CASES = {
-    "10k-deep": ("1e-10000", "1e-10000"),
-    "10k": ("1e-10000", "1e-1000"),
-    "100k": ("1e-100000", "1e-1000"),
+    "10k-deep": ("1e-10000", "1e-10000", 1),
+    "10k": ("1e-10000", "1e-1000", 1),
+    "100k": ("1e-100000", "1e-1000", 1),
+    "zoom-10k": ("1e-10000", "1e-10000", 600),
 }
 
 
@@ -46,14 +51,15 @@ def farm(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "farm", *args], capture_output=True, text=True)
 
 
-def find_job(name: str, depth: str, structure: str, size: str, out: Path) -> tuple[Path, float]:
+def find_job(name: str, depth: str, structure: str, frames: int, size: str,
+             out: Path) -> tuple[Path, float]:
     """The case's job in ``out`` (written by `farm find` unless it is there already:
     jobs made beforehand, elsewhere, are rendered as they are; 0 s of finding)."""
     job = out / f"{name}.toml"
     if job.exists():
         return job, 0.0
     start = time.perf_counter()
-    args = ["find", *START, "--misiurewicz", "--depth", depth, "--frames", "1", "--size", size,
+    args = ["find", *START, "--misiurewicz", "--depth", depth, "--frames", str(frames), "--size", size,
             "--out", str(job), "--quiet"]
     if structure != depth:
         args += ["--structure", structure]
@@ -65,10 +71,10 @@ def find_job(name: str, depth: str, structure: str, size: str, out: Path) -> tup
     return job, time.perf_counter() - start
 
 
-def render(job: Path) -> tuple[float, str]:
+def render(job: Path, video: bool) -> tuple[float, str]:
     """(seconds of the whole `farm render` command, its stderr)."""
     start = time.perf_counter()
-    done = farm("render", str(job), "--no-video", "--quiet")
+    done = farm("render", str(job), *([] if video else ["--no-video"]))
     whole = time.perf_counter() - start
     if done.returncode:
         sys.exit(f"farm render failed: {done.stderr}")
@@ -99,22 +105,23 @@ def main() -> None:
     out = Path(args.out or tempfile.mkdtemp(prefix="farm-depth-"))
     out.mkdir(parents=True, exist_ok=True)
     for name in args.only.split(","):
-        depth, structure = CASES[name]
-        job, find_s = find_job(name, depth, structure, args.size, out)
+        depth, structure, frames = CASES[name]
+        job, find_s = find_job(name, depth, structure, frames, args.size, out)
         if args.find_only:
             print(f"{name:9s} {job} (farm find: {find_s:.1f} s)", flush=True)
             continue
         store = Path(specmod.load(str(job)).output.store)
         store.unlink(missing_ok=True)
-        whole, stderr = render(job)
+        whole, stderr = render(job, video=frames > 1)
         split = phases(store)
-        print(f"{name:9s} {depth:>10s} (structure to {structure}), {args.size}: whole command "
+        what = f"{frames} frames with video" if frames > 1 else "one frame"
+        print(f"{name:9s} {depth:>10s} (structure to {structure}), {args.size}, {what}: whole command "
               f"{whole:.2f} s = reference orbit {split['reference_s']:.2f} s + start-up "
               f"{split['startup_s']:.2f} s + render {split['render_s']:.2f} s (kernels "
               f"{split['gpu_s']:.2f} s; the rest: Python's start and the store); farm find took "
               f"{find_s:.1f} s before", flush=True)
-        for line in stderr.splitlines():
-            if "reference" in line:
+        for line in stderr.splitlines():  # the references and the timeline, not the progress
+            if line.startswith("farm:") and "warning" not in line:
                 print(f"          {line}")
     print(f"jobs and stores in {out}")
 

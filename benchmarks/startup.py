@@ -7,7 +7,8 @@ Prints the seconds of each step as `farm render` takes them: importing the farm
 (and the libraries it loads), finding OpenCL platforms, choosing the device, the
 plan, the reference orbit, creating the store, the renderer (context, buffers), the
 first kernel builds (from pyopencl's and the driver's caches after the first run),
-and the first frame's preparation. Run it twice: the second run shows warm caches.
+and the first frame's preparation; with ``max = "auto"`` the escape pre-pass after the
+references (farm/plan/prepass.py). Run it twice: the second run shows warm caches.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ def main() -> None:
     refs = plan.references()
     points = 0 if refs is None else sum(len(r.orbit) for r in refs.refs)
     t = step(f"references ({points} orbit points)", t)
+    from farm.plan.references import with_period_limits
+    plan = with_period_limits(plan, refs)
+    t = step(f"max = \"auto\" (escape pre-pass; up to {max(f.max_iter for f in plan.frames)})"
+             if plan.spec.iterations.max == "auto" else "fixed iteration limit", t)
     from farm.store import layout
     store = Path(tempfile.mkdtemp()) / "startup.h5"
     layout.create(store, plan, refs)
