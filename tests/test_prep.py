@@ -31,6 +31,8 @@ def _same(a, b) -> None:
                 for name in ("coef", "radius", "offsets"):
                     assert np.array_equal(getattr(x, name), getattr(y, name)), name
                 assert (x.log2_radii, x.shift) == (y.log2_radii, y.shift)
+            elif field.name == "layout":  # the table as the kernels read it
+                assert all(np.array_equal(u, v) for u, v in zip(x, y, strict=True))
             else:
                 assert x == y, field.name
     else:
@@ -203,3 +205,37 @@ def test_the_developer_knobs_reach_either_device(monkeypatch):
     for cores, helpers in ((1, 0), (2, 1), (3, 2), (8, 2), (16, 4), (64, 16)):  # the renderer keeps a core
         monkeypatch.setattr("os.sched_getaffinity", lambda _pid, n=cores: set(range(n)))
         assert LaunchConfig.for_device(gpu).prep_processes == helpers
+
+
+def test_a_prepared_frames_device_buffers_are_made_before_its_launch(cl_device):
+    """A perturbed frame's skip table goes to the device as its preparation completes
+    (on the thread that completes it), not on the launching thread: once prepare()'s
+    future is done, the frame's kernel arguments exist, and its launch renders what a
+    renderer that makes them at launch renders."""
+    import time
+
+    from farm.compute.render import TileRenderer
+
+    info, dev = cl_device
+    plan = make_plan(make_spec(size=(48, 27), center=SEAHORSE, width=("1e-18", "1e-20"), frames=2,
+                               max_iter=20000, precision="perturb", tile=(48, 48)))
+    refs = plan.references()
+    renderer = TileRenderer(dev, info, plan, references=refs)
+    plain = TileRenderer(dev, info, plan, references=refs)
+    plain.prepare = plain._prep.prepare  # type: ignore[method-assign]  (no buffers ahead)
+    try:
+        for frame in plan.frames:
+            renderer.prepare(frame).result()
+            for _ in range(3000):  # (the callback runs just after the result is set)
+                if frame.index in renderer._device_args:
+                    break
+                time.sleep(0.01)
+            assert frame.index in renderer._device_args
+            assert frame.index not in plain._device_args
+            got = renderer.render(frame, plan.grid.tile(0))
+            want = plain.render(frame, plan.grid.tile(0))
+            assert np.array_equal(got.iterations, want.iterations)
+            assert np.array_equal(got.fraction, want.fraction)
+    finally:
+        renderer.close()
+        plain.close()

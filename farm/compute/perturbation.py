@@ -95,6 +95,10 @@ class PerturbedFrame:
     table: SkipTable  # empty (levels 0..1, no maps): no skipping
     lam: tuple[complex, int]  # lambda' = lam[0] 2^lam[1] for the interior test; (0, 0): off
     rot: tuple[float, float] = (1.0, 0.0)  # (cos, sin) of the frame's angle, doubles
+    # the table as the kernels read it (farm/numerics/bla.py device_layout: coef, radius),
+    # made with the rest of the frame's preparation (farm/compute/prep.py), off the
+    # launch path; None: the renderer makes it
+    layout: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class MapsCache:
