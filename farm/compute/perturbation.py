@@ -97,7 +97,8 @@ class PerturbedFrame:
     rot: tuple[float, float] = (1.0, 0.0)  # (cos, sin) of the frame's angle, doubles
     # the table as the kernels read it (farm/numerics/bla.py device_layout: coef, radius),
     # made with the rest of the frame's preparation (farm/compute/prep.py), off the
-    # launch path; None: the renderer makes it
+    # launch path, whose table then has no coefficients; coef's columns past its last
+    # are zero (quadratic maps: 10 of bla.COLUMNS); None: the renderer makes it
     layout: tuple[np.ndarray, np.ndarray] | None = None
 
 

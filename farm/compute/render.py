@@ -67,7 +67,7 @@ from farm.compute.events import wait_quietly
 from farm.compute.launch import LaunchConfig
 from farm.compute.perturbation import PerturbedFrame, frame_orbit
 from farm.compute.prep import FramePrep
-from farm.numerics.bla import device_layout
+from farm.numerics.bla import COLUMNS, device_layout
 from farm.numerics.encode import ENCODERS
 from farm.plan import FramePlan, Plan, Tile, precision
 from farm.plan import samples as sample_pattern
@@ -396,6 +396,8 @@ class TileRenderer:
                     np.float64(pf.h_m), np.int32(pf.h_e), *self._sample_offsets(),
                     *self._rotation_args(frame)]
             coef, radius = pf.layout if pf.layout is not None else device_layout(t)
+            if coef.shape[1] < COLUMNS:  # (columns left out by the preparation: zeros)
+                coef = np.pad(coef, ((0, 0), (0, COLUMNS - coef.shape[1])))
             tail = [self._r2_args["perturb"],
                     cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(coef, dtype=np.float64)),
                     cl.Buffer(self.ctx, mf, hostbuf=np.ascontiguousarray(radius, dtype=np.float64)),
