@@ -67,15 +67,17 @@ def _differences(a: specmod.JobSpec, b: specmod.JobSpec) -> list[str]:
 
 
 def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bool = True,
-                  check_space: bool = True,
-                  timing: MasterTiming | None = None) -> tuple[Plan, References | None, Codec]:
+                  check_space: bool = True, timing: MasterTiming | None = None,
+                  helpers: list | None = None) -> tuple[Plan, References | None, Codec]:
     """Create the store for ``spec``, or check that the existing one is for the same
     job (then it resumes). ``restart`` replaces an existing store this farm wrote.
     Returns the plan, the references of its perturbed frames (chosen once, kept in the
     store) and how the store encodes its chunks (the workers pack tiles so).
     A store larger than its file system's largest file is refused first, and with
     ``check_space`` one that does not fit its free space;
-    ``timing`` counts the seconds of the references."""
+    ``timing`` counts the seconds of the references; ``helpers``, frame preparation's
+    processes started before (farm/compute/prep.py), share the escape pre-pass of
+    ``max = "auto"``."""
     specmod.check_writable(path, "output.store")
     layout.check_ours(path, "output.store")
     if path.exists() and not restart:
@@ -97,7 +99,13 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
     refs = compute_reference(plan, progress)
     if timing is not None:
         timing.reference_s += time.perf_counter() - t0
-    limited = with_period_limits(plan, refs)  # max = "auto": a few periods of a nucleus reference
+    runner = None
+    if helpers:
+        from farm.compute.prep import HelperRunner
+
+        runner = HelperRunner(helpers)
+    # max = "auto": a few periods of a nucleus reference, the frames' escape statistics
+    limited = with_period_limits(plan, refs, runner)
     if limited is not plan:  # a longer histogram: the store grows
         _check_space(path, limited, codec, restart, check_space)
     plan = limited
@@ -363,7 +371,7 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
         helpers = spawn_helpers(max(c.prep_processes for c in configs) * len(bound))
         with StoreLock(store_path):
             plan, refs, codec = prepare_store(spec, store_path, options.restart, options.progress,
-                                              options.check_space, timing)
+                                              options.check_space, timing, helpers)
             session = _Session(plan, store_path, options, timing,
                                _open_sink(sink, spec, store_path, video), job=spec, video=video)
             taken, helpers = helpers, []  # the FramePrep stops them

@@ -139,3 +139,28 @@ def test_an_exponential_map_into_a_minibrot_gets_its_periods():
     for u, unit in enumerate(plan.frames):
         readers = [plan.video[f].max_iter for f in plan.layout.frames_of_unit(u)]
         assert unit.max_iter == max(readers or [max(f.max_iter for f in plan.video)])
+
+
+def test_the_pre_pass_in_helper_processes_gives_the_same_limits():
+    """A render's frame-preparation helpers, started before the plan, iterate the escape
+    pre-pass's grids dealt among them and this process (farm/compute/prep.py
+    HelperRunner): each grid's result is its own points' alone, so the limits equal the
+    one-process pre-pass's, also when a helper is gone (its group is done here)."""
+    from farm.compute.prep import HelperRunner, close_helpers, spawn_helpers
+
+    base = make_plan(make_spec(size=(64, 36), center=SEAHORSE, width=("3", "1e-9"), frames=12,
+                               max_iter="auto", tile=(64, 36)))
+    refs = base.references()
+    want = [f.max_iter for f in with_period_limits(base, refs).frames]
+    assert len(set(want)) > 3  # limits that differ frame by frame
+    helpers = spawn_helpers(3)
+    try:
+        runner = HelperRunner(helpers)
+        got = [f.max_iter for f in with_period_limits(base, refs, runner).frames]
+        assert got == want and runner.helped == 3
+        helpers[1]._proc.kill()
+        helpers[1]._proc.wait(30)
+        got = [f.max_iter for f in with_period_limits(base, refs, runner).frames]
+        assert got == want and runner.helped == 5
+    finally:
+        close_helpers(helpers)

@@ -40,7 +40,7 @@ import farm.numerics as num
 from farm.compute.perturbation import MapsCache, PerturbedFrame, perturbed_frame
 from farm.numerics.axes import encode_exact, exact_axis, rotated_axes, sample_axis
 from farm.numerics.bla import device_layout
-from farm.plan import FramePlan, Plan
+from farm.plan import FramePlan, Plan, prepass
 from farm.plan import samples as sample_pattern
 from farm.plan.references import References
 from farm.plan.units import CENTRE, scaled
@@ -114,6 +114,7 @@ class FrameBuilder:
 
 
 READY = -1  # a helper's first reply: it has its builder
+PREPASS = "prepass"  # a message before the builder's arguments: (PREPASS, request, grids, r2)
 
 
 class _Helper:
@@ -141,6 +142,20 @@ class _Helper:
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
         threading.Thread(target=self._requests, name="farm-prep-send", daemon=True).start()
         threading.Thread(target=self._replies, name="farm-prep-receive", daemon=True).start()
+
+    def prepass(self, grids: list, r2: float) -> concurrent.futures.Future:
+        """Iterate escape pre-pass grids (farm/plan/prepass.py) in the helper, before its
+        builder's arguments: a render's helpers start before its plan is made, and wait
+        for them while the plan's pre-pass runs."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if self._gone is not None:
+                future.set_exception(RuntimeError(self._gone))
+                return future
+            request, self._next = self._next, self._next + 1
+            self._pending[request] = future
+        self._outbox.put(pickled((PREPASS, request, grids, r2)))
+        return future
 
     def give(self, args: bytes) -> None:
         """The builder's arguments, pickled (:func:`pickled`): the first message, before
@@ -293,6 +308,30 @@ def spawn_helpers(count: int) -> list[_Helper]:
     return [_Helper() for _ in range(count)]
 
 
+class HelperRunner:
+    """Runs the escape pre-pass's groups of grids in the render's helper processes
+    (farm/plan/prepass.py ``Runner``), one group each, the first group here in this
+    process; a group whose helper fails is iterated here. On a 16-core GPU host the
+    pre-pass was most of a ``max = "auto"`` zoom's start-up (numpy's per-call cost:
+    one loop of up to 65,536 steps over every sampled frame at once)."""
+
+    def __init__(self, helpers: list[_Helper]):
+        self.helpers = helpers
+        self.width = len(helpers) + 1
+        self.helped = 0  # groups the helpers iterated
+
+    def __call__(self, groups: list[list], r2: float) -> list[list[int]]:
+        futures = [helper.prepass(group, r2) for helper, group in zip(self.helpers, groups[1:], strict=False)]
+        out = [prepass.escape_limits(groups[0], r2)]
+        for group, future in zip(groups[1:], futures, strict=True):
+            try:
+                out.append(future.result())
+                self.helped += 1
+            except Exception:  # a helper that failed or is gone: this process does it
+                out.append(prepass.escape_limits(group, r2))
+        return out
+
+
 def close_helpers(helpers: list[_Helper]) -> None:
     """Stop helper processes: all asked at once, then given 5 s together (not each)."""
     for helper in helpers:
@@ -307,10 +346,22 @@ def _serve() -> None:
     requests = sys.stdin.buffer
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, not into the replies
-    try:
-        builder = FrameBuilder(*pickle.load(requests))
-    except (EOFError, pickle.UnpicklingError):  # the parent went away before it finished asking
-        return
+    while True:  # escape pre-pass groups (the plan is being made), then the builder
+        try:
+            first = pickle.load(requests)
+        except (EOFError, pickle.UnpicklingError):  # the parent went away before it finished asking
+            return
+        if not (isinstance(first, tuple) and first and first[0] == PREPASS):
+            break
+        _, request, grids, r2 = first
+        reply: tuple[Any, bool, Any]
+        try:
+            reply = (request, True, prepass.escape_limits(grids, r2))
+        except Exception as err:  # (the caller iterates the group itself)
+            reply = (request, False, f"{type(err).__name__}: {err}")
+        pickle.dump(reply, replies, protocol=pickle.HIGHEST_PROTOCOL)
+        replies.flush()
+    builder = FrameBuilder(*first)
     pickle.dump((READY, True, None), replies)
     replies.flush()
     while True:

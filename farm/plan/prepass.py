@@ -59,6 +59,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -133,15 +134,32 @@ def perturbed_grid(frame: int, offset: tuple[float, float], orbit: np.ndarray,
     return Grid(frame, orbit, dr + offset[0], di + offset[1])
 
 
-def escape_limits(grids: Sequence[Grid], r2: float) -> list[int]:
+# Runs groups of grids elsewhere (other processes), each group's escape_limits in a list
+# in the groups' order; ``width`` says into how many groups to deal the grids.
+class Runner(Protocol):
+    width: int
+
+    def __call__(self, groups: list[list[Grid]], r2: float) -> list[list[int]]: ...
+
+
+def escape_limits(grids: Sequence[Grid], r2: float, runner: Runner | None = None) -> list[int]:
     """Per grid: the count by which ``QUANTILE`` of its escaping points escape (0
     when none escape; ``CAP`` when they were still escaping there). See the module's
-    docstring for the stop rule."""
-    return [max(open_tail, quantile_count(escaped)) for escaped, open_tail in iterate(grids, r2)]
+    docstring for the stop rule. With a ``runner``, the grids are dealt round robin into
+    its ``width`` groups, iterated apart (each grid's result depends on its own points
+    only: the same numbers), and gathered back in order."""
+    k = min(runner.width, len(grids)) if runner is not None else 1
+    if runner is None or k < 2:
+        return [max(open_tail, quantile_count(escaped)) for escaped, open_tail in iterate(grids, r2)]
+    parts = runner([list(grids[j::k]) for j in range(k)], r2)
+    out = [0] * len(grids)
+    for j, part in enumerate(parts):
+        out[j::k] = part
+    return out
 
 
 def frame_limits(frames: Sequence, size: tuple[int, int], r2: float, floors: Sequence[int],
-                 grid_of: Callable[[int, float], Grid | None]) -> list[int]:
+                 grid_of: Callable[[int, float], Grid | None], runner: Runner | None = None) -> list[int]:
     """Each frame's limit: its floor, raised to its escape statistic.
 
     ``frames``: the plan's FramePlans (their ``width``); ``floors[i]``: frame i's limit
@@ -149,14 +167,15 @@ def frame_limits(frames: Sequence, size: tuple[int, int], r2: float, floors: Seq
     :func:`perturbed_grid`), or None where the pre-pass leaves the frame to its floor.
     The frames with a grid are sampled (:func:`sampled`) and iterated; the others
     with a grid take the logarithmic interpolation of the sampled frames' statistics.
-    Frames whose floor is at least ``CAP`` are not iterated."""
+    Frames whose floor is at least ``CAP`` are not iterated; ``runner``: see
+    :func:`escape_limits`."""
     made = {i: grid_of(i, float(frames[i].width)) for i in range(len(frames)) if floors[i] < CAP}
     grids = {i: g for i, g in made.items() if g is not None}
     eligible = sorted(grids)
     if not eligible:
         return list(floors)
     picks = [eligible[k] for k in sampled(len(eligible))]
-    found = escape_limits([grids[i] for i in picks], r2)
+    found = escape_limits([grids[i] for i in picks], r2, runner)
     logs = np.log(np.maximum(np.array(found, dtype=np.float64), 1.0))
     need = np.exp(np.interp(np.array(eligible, dtype=np.float64), np.array(picks, dtype=np.float64), logs))
     out = list(floors)

@@ -328,14 +328,15 @@ def auto_periods(log2_lam: float, log2_reach: float) -> float:
     return max(float(AUTO_PERIODS), 3.0 + 1.5 * math.log2(ratio) + 64.0 / reach**2)
 
 
-def with_period_limits(plan, refs: References | None):
+def with_period_limits(plan, refs: References | None, runner=None):
     """The plan with ``max = "auto"`` raised in the frames that need more than the
     depth rule (the same plan object where nothing is raised): first to enough
     periods of the frame's nucleus reference (:func:`period_limits`), then to the
     frame's own escape statistics (:mod:`farm.plan.prepass`). Each frame's
     ``limit_rule`` says which rule set its limit. An exponential map takes the escape
     statistics of its video frames, and each unit the largest limit of the frames
-    that read it (farm/plan/units.py)."""
+    that read it (farm/plan/units.py). ``runner`` iterates the pre-pass's grids in other
+    processes (:func:`farm.plan.prepass.escape_limits`; the same limits)."""
     if plan.spec.iterations.max != "auto":
         return plan
     from farm.plan import prepass
@@ -347,7 +348,8 @@ def with_period_limits(plan, refs: References | None):
         periods = _expmap_period_limits(plan)
         floors = [max(f.max_iter, p) for f, p in zip(video, periods, strict=True)]
         by_period = {i for i, f in enumerate(video) if periods[i] > f.max_iter}
-        limits = prepass.frame_limits(video, (w, h), r2, floors, _grid_maker(plan, refs, by_period))
+        limits = prepass.frame_limits(video, (w, h), r2, floors, _grid_maker(plan, refs, by_period),
+                                      runner)
         if limits == floors:
             return plan
         from farm.plan import make_plan
@@ -361,7 +363,8 @@ def with_period_limits(plan, refs: References | None):
     floors = [max(f.max_iter, periods[i]) for i, f in enumerate(plan.frames)]
     # frames whose nucleus sets the limit: auto_periods is the escape statistic there
     by_period = {i for i, f in enumerate(plan.frames) if periods[i] > f.max_iter}
-    limits = prepass.frame_limits(plan.frames, (w, h), r2, floors, _grid_maker(plan, refs, by_period))
+    limits = prepass.frame_limits(plan.frames, (w, h), r2, floors, _grid_maker(plan, refs, by_period),
+                                  runner)
     frames = [f if limit == f.max_iter else
               replace(f, max_iter=limit, limit_rule="escapes" if limit > floor else "periods")
               for f, floor, limit in zip(plan.frames, floors, limits, strict=True)]
