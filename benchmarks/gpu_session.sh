@@ -3,7 +3,7 @@
 # Run from the repository root with pyopencl importable; logs and tables go to $OUT.
 # Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [steps]   steps: any of
 #   devices tests kernels quick ptx bench perturb skipping skipvariants farm scaling pipeline
-#   expmap samples zoomskip steprun wholescaling packsweep
+#   expmap samples zoomskip steprun wholescaling packsweep depth
 #   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
@@ -159,6 +159,14 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
         FARM_PACK_THREADS=$p python3 -m farm render benchmarks/jobs/minibrot_1080p.toml --store /tmp/ps.h5 \
           --restart --no-video --workers 1 2>&1 | grep -A1 "^farm: timeline"
       done 2>&1 | tee "$OUT/packsweep.txt" ;;
+    depth)
+      # issue 23: 1080p frames at 1e-10000 and 1e-100000 and the 600-frame zoom to 1e-10000
+      # (jobs made beforehand on a CPU machine, carried as out/depthjobs: `python
+      # benchmarks/depth.py --find-only --size 1920x1080 --out out/depthjobs`); 10k twice,
+      # the first with the kernels' build cache cold
+      log "depth"
+      python3 benchmarks/depth.py --only 10k,10k,10k-deep,100k,zoom-10k --out out/depthjobs 2>&1 \
+        | tee "$OUT/depth.txt" ;;
   esac
 done
 log done
