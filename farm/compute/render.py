@@ -253,12 +253,15 @@ class TileRenderer:
         self.hist_dtype = np.int64 if "-DHIST64" in self.options else np.uint32
         self._kernels: dict[str, cl.Kernel] = {}
         self.shuffle = shuffle
-        # rows longer than HIST_STAGED: the device finds each tile's highest count, and
-        # the packing threads read the bins past HIST_STAGED on a queue of their own
-        # (the renderer's queue has the next tiles' kernels in it)
+        # rows longer than HIST_STAGED: the device finds each tile's highest count
         self._hist_top = (cl.Kernel(programs.build(self.ctx, ("hist_top.cl",), self.options), "hist_top")
                           if plan.bins > HIST_STAGED else None)
-        self._side_queue = cl.CommandQueue(self.ctx) if self._hist_top is not None else None
+        # blocking copies off the launching thread, on a queue of their own (the
+        # renderer's queue has the next tiles' kernels in it): per-frame skip tables, made
+        # ahead (a buffer made with COPY_HOST_PTR was copied inside the first launch that
+        # used it, on the launching thread: 8.6 ms a launch for a 23 MB table on an H100),
+        # and the histogram bins past HIST_STAGED, read by the packing threads
+        self._side_queue = cl.CommandQueue(self.ctx)
         self._shuffler = (cl.Kernel(programs.build(self.ctx, ("shuffle.cl",)), "byte_planes") if shuffle
                           else None)
         self._slots = [self._new_slot() for _ in range(slots)]
@@ -287,11 +290,6 @@ class TileRenderer:
         # (:meth:`prepare`), on whichever thread completes it
         self._args_lock = threading.Lock()
         self._uploading: dict[int, threading.Event] = {}  # frames whose buffers are being made ahead
-        # uploads of per-frame tables, blocking, on a queue of their own: the renderer's
-        # queue has kernels in it, and a buffer made with COPY_HOST_PTR was copied to the
-        # device inside the first kernel launch that used it, on the launching thread
-        # (8.6 ms a launch for a 23 MB table on an H100)
-        self._upload_queue = self._side_queue or cl.CommandQueue(self.ctx)
 
     def _new_slot(self) -> _Slot:
         mf, grid = cl.mem_flags, self.plan.grid
@@ -387,7 +385,7 @@ class TileRenderer:
         """A read-only device buffer holding ``host``, copied before this returns."""
         buf = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY, max(host.nbytes, 1))
         if host.nbytes:
-            cl.enqueue_copy(self._upload_queue, buf, host, is_blocking=True)
+            cl.enqueue_copy(self._side_queue, buf, host, is_blocking=True)
         return buf
 
     def _upload_rows(self, host: np.ndarray, columns: int) -> cl.Buffer:
@@ -396,12 +394,10 @@ class TileRenderer:
         are all zero), the rest zero; written as a rectangle by the device, so the
         host neither widens nor pads them (23 MB a frame of the zoom to 1e-10000)."""
         n, k = host.shape
-        q = self._upload_queue
-        buf = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY, max(n * columns * 8, 8))
         if k == columns or n == 0:
-            if n:
-                cl.enqueue_copy(q, buf, host, is_blocking=True)
-            return buf
+            return self._upload(host)
+        q = self._side_queue
+        buf = cl.Buffer(self.ctx, cl.mem_flags.READ_ONLY, n * columns * 8)
         cl.enqueue_fill_buffer(q, buf, np.zeros(1, np.float64), 0, n * columns * 8)
         if k:
             cl.enqueue_copy(q, buf, host, buffer_origin=(0, 0, 0), host_origin=(0, 0, 0),  # type: ignore[call-overload]
@@ -579,8 +575,8 @@ class TileRenderer:
                 readbacks = [cl.enqueue_copy(q, stage[:npix * c.depth], buf, is_blocking=False)
                              for c, stage, buf in zip(self.plan.channels, slot.staging, slot.outputs,
                                                       strict=False)]
-            readbacks.append(cl.enqueue_copy(q, slot.staging[-1][:min(frame.bins, HIST_STAGED)],
-                                             slot.hist, is_blocking=False))
+            readbacks.append(cl.enqueue_copy(q, self._staged_hist(slot, frame), slot.hist,
+                                             is_blocking=False))
             if frame.bins > HIST_STAGED:
                 readbacks.append(self._find_top(slot, frame.bins))
             q.flush()
@@ -604,10 +600,15 @@ class TileRenderer:
     def _read_hist(self, slot: _Slot, a: int, b: int) -> np.ndarray:
         """Bins a .. b-1 of the slot's histogram (its kernel finished), read on the side
         queue: called from packing threads while the slot is still busy."""
-        assert self._side_queue is not None
         out = np.empty(b - a, self.hist_dtype)
         cl.enqueue_copy(self._side_queue, out, slot.hist, src_offset=a * out.itemsize, is_blocking=True)
         return out
+
+    @staticmethod
+    def _staged_hist(slot: _Slot, frame: FramePlan) -> np.ndarray:
+        """The part of the slot's pinned staging that a tile of ``frame`` reads its
+        histogram back into: its first HIST_STAGED bins at most."""
+        return slot.staging[-1][:min(frame.bins, HIST_STAGED)]
 
     def _tile_top(self, launch: _Launch) -> tuple[int | None, Callable[[int, int], np.ndarray] | None]:
         """(top, rest) for :func:`tile_histogram`: (None, None) for rows read back whole."""
@@ -675,8 +676,7 @@ class TileRenderer:
             steps = np.empty(npix, np.uint32)
             cl.enqueue_copy(self.queue, steps, slot.steps, is_blocking=True)
             arrays["steps"] = steps.reshape(region.height, region.width)
-        staged = (slot.staging[-1][:min(launch.frame.bins, HIST_STAGED)]
-                  if launch.kernel_event is not None else None)
+        staged = self._staged_hist(slot, launch.frame) if launch.kernel_event is not None else None
         bins, counts = tile_histogram(staged, *self._tile_top(launch), tile.pixels - npix)
         slot.busy = False
         kev = launch.kernel_event
@@ -704,7 +704,7 @@ class TileRenderer:
             npix = region.pixels
             blocks = [stage[:npix * c.depth].reshape(c.shape(region.height, region.width))
                       for c, stage in zip(self.plan.channels, slot.staging, strict=False)]
-        hist = None if kev is None else slot.staging[-1][:min(launch.frame.bins, HIST_STAGED)]
+        hist = None if kev is None else self._staged_hist(slot, launch.frame)
         seconds = 0.0 if kev is None else (kev.profile.end - kev.profile.start) * 1e-9
         top, rest = self._tile_top(launch)
         return Collected(launch.frame, launch.tile, region, blocks, hist, seconds, slot, shuffled,
