@@ -66,12 +66,12 @@ def check(plan, refs: References | None) -> list[str]:
     if fate.kind == "exterior":
         where = (f"the centre is outside the set, about {sci(fate.log2_de - 1)} from it (its "
                  f"orbit escapes after {fate.n} iterations){given}")
-        what = "show no structure"
+        what = "shows no structure" if first == last else "show no structure"
         todo = "give more digits of a point on the boundary"
     else:
         where = (f"the centre is inside the set, about {sci(fate.log2_de - 1)} from the edge of "
                  f"its component (period {fate.n}){given}")
-        what = "show one flat colour"
+        what = "shows one flat colour" if first == last else "show one flat colour"
         todo = "give a point on the boundary"
     return [f"view.center: {frames} (width below {width}) {what}: {where}; {todo}, or end "
             f"the zoom at width {width}"]
