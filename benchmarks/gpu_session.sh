@@ -3,7 +3,7 @@
 # Run from the repository root with pyopencl importable; logs and tables go to $OUT.
 # Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [steps]   steps: any of
 #   devices tests kernels quick ptx bench perturb skipping skipvariants farm scaling pipeline
-#   expmap samples zoomskip steprun wholescaling packsweep depth
+#   expmap samples zoomskip steprun wholescaling packsweep depth videoprofile
 #   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
@@ -167,6 +167,20 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
       log "depth"
       python3 benchmarks/depth.py --only 10k,10k,10k-deep,100k,zoom-10k --out out/depthjobs 2>&1 \
         | tee "$OUT/depth.txt" ;;
+    videoprofile)
+      # issue 21's video: where the expmap video's and the minibrot render's video time
+      # goes (py-spy, every thread; the sink's subprocess too)
+      log "video profile"
+      mkdir -p /tmp/farm-bench
+      python3 -m farm render benchmarks/jobs/minibrot_expmap_1080p.toml --restart --no-video --quiet
+      for enc in "" --encode "--plain 1,4,16"; do
+        py-spy record -r 100 --threads --nonblocking --format raw -o "$OUT/sink${enc%% *}.raw" -- \
+          python3 benchmarks/sink_frames.py /tmp/farm-bench/minibrot_expmap.h5 --first 1200 --count 600 $enc \
+          2>&1 | grep -v py-spy | tee -a "$OUT/videoprofile.txt"
+      done
+      py-spy record -r 100 --threads --subprocesses --nonblocking --format raw -o "$OUT/minibrot_video.raw" -- \
+        python3 -m farm render benchmarks/jobs/minibrot_1080p.toml --restart --quiet 2>&1 | tail -3
+      python3 -m farm status /tmp/farm-bench/minibrot.h5 --json > "$OUT/minibrot_status.json" ;;
   esac
 done
 log done

@@ -256,6 +256,34 @@ def test_engines_agree_through_the_store(zoom):
                                                                     map(g.frame_rows, range(211)))
 
 
+def test_a_zoom_reads_each_strip_segment_once(zoom):
+    """Frames in order read the strip in whole segments (one stored tile high), each
+    segment once: a frame adds a few rows, and reading just those decoded every tile
+    they cross again, frame after frame."""
+    from farm.synth.engine import Synthesis
+
+    _, store, _ = zoom
+    with Store(store) as s:
+        plan = s.plan()
+        g = plan.layout.geom
+        p = g.rows_per_octave
+        fetched: list[tuple[int, int]] = []
+
+        def rows(a: int, b: int):
+            fetched.append((a, b))
+            return s.strip_rows(a, b)
+
+        syn = Synthesis.for_plan(plan, engine="numpy", keep=2)
+        for k in range(s.frames):
+            syn.frame(k, rows, s.centre_image)
+    assert fetched
+    for a, b in fetched:
+        assert a % p == 0 and (b % p == 0 or b == g.rows), (a, b, p)
+    segments = [j for a, b in fetched for j in range(a // p, -(-b // p))]
+    assert len(segments) == len(set(segments)), "a segment was read twice"
+    assert syn.rows_fetched == sum(b - a for a, b in fetched)
+
+
 def test_colouring_order_synthesises_each_frame_once(zoom):
     """Colouring reads frame f's histogram when f first enters a smoothing window (f - K)
     and its pixels K frames later, each time through a newly opened store (as the frame

@@ -128,6 +128,8 @@ class Store:
         self._fd_lock = threading.Lock()
         self._chunk_key: tuple | None = None
         self._shapes: dict[str, tuple[tuple[int, ...], np.dtype]] = {}  # for _live
+        self._frames = -1  # frames of the video, once asked (fixed by the job)
+        self._synth: Any = None  # an expmap store's Synthesis, once asked
 
     def __enter__(self) -> Store:
         return self
@@ -200,9 +202,10 @@ class Store:
     @property
     def frames(self) -> int:
         """Frames of the video."""
-        if self.expmap:
-            return int(self.file["video/max_iter"].shape[0])
-        return int(self.file["iterations"].shape[0])
+        if self._frames < 0:  # (opening a dataset costs more than a frame's other bookkeeping)
+            name = "video/max_iter" if self.expmap else "iterations"
+            self._frames = int(self.file[name].shape[0])
+        return self._frames
 
     @property
     def units(self) -> int:
@@ -363,6 +366,10 @@ class Store:
         return self.layout
 
     def _synthesis(self):
+        """The process's synthesis of this store's frames (shared by every reader of the
+        same file, farm/synth/engine.py), looked up once per reader."""
+        if self._synth is not None:
+            return self._synth
         from farm.plan.units import layout_for
         from farm.synth.engine import Synthesis, shared
 
@@ -374,7 +381,8 @@ class Store:
         def make() -> Synthesis:
             layout = layout_for(self.spec, self.file["video/depth"][...].tolist())
             return Synthesis(layout, self.file["video/max_iter"][...].tolist(), self.bins, keep=keep)
-        return shared(key, make)
+        self._synth = shared(key, make)
+        return self._synth
 
     def _expmap_frame(self, frame: int) -> RawFrame:
         if not 0 <= frame < self.frames:

@@ -79,11 +79,27 @@ class RowWindow:
 
 
 def ring_rows(geom: ExpmapGeometry) -> int:
-    """The most strip rows any frame reads (the ring's default size), at least 2."""
-    return max(2, max((b - a for a, b in map(geom.frame_rows, range(geom.frames))), default=0))
+    """The ring's default size: the most strip rows any frame reads, and two segments
+    more (:func:`whole_segments`), at least 2."""
+    most = max((b - a for a, b in map(geom.frame_rows, range(geom.frames))), default=0)
+    return max(2, min(geom.rows, most + 2 * geom.rows_per_octave))
+
+
+def whole_segments(geom: ExpmapGeometry, first: int, stop: int, ring: int) -> tuple[int, int]:
+    """Strip rows ``first .. stop - 1`` widened to whole segments (a unit's rows: one
+    stored tile high), when a ring of ``ring`` rows holds them. A frame of a zoom adds
+    a few rows (P / frames per octave) to the window; fetched as they are, each frame
+    would decode every tile they cross, a whole segment, again (30 times over on a
+    1080p zoom at 30 frames an octave, BENCHMARKS.md); fetched as whole segments, each
+    tile is decoded once."""
+    p = geom.rows_per_octave
+    a, b = first - first % p, min(geom.rows, -(-stop // p) * p)
+    return (a, b) if b - a <= ring else (first, stop)
 
 
 class Engine(Protocol):
+    window: RowWindow
+
     def set_centre(self, centre: Raster) -> None: ...
     def ensure_rows(self, first: int, stop: int, fetch: Fetch) -> int: ...
     def synthesize(self, k: int, max_iter: int) -> dict[str, np.ndarray]: ...
@@ -197,6 +213,7 @@ class Synthesis:
                 self._centre_loaded = True
             first, stop = self.geom.frame_rows(k)
             if first < stop:
+                first, stop = whole_segments(self.geom, first, stop, engine.window.ring)
                 self.rows_fetched += engine.ensure_rows(first, stop, rows)
             limit = self.limits[k]
             arrays = engine.synthesize(k, limit)  # (its histogram: counts 0 .. limit)

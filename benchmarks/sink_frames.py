@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""The video sink on a range of a finished store's frames: colouring alone, or with x264.
+
+    python3 benchmarks/sink_frames.py STORE [--first F] [--count N] [--encode] [--threads T]
+                                            [--plain 1,4,16]
+
+Runs the frame sink (farm/encode/sink.py) the way ``farm encode`` does, on frames
+``F .. F+N-1`` only, and prints frames/s, wall and CPU seconds (this process and
+ffmpeg), and the sink's own colouring and writing seconds. Without ``--encode`` the
+coloured frames are dropped (what reading, synthesis and colouring cost); with it they
+go to an x264 process with the store's settings (``/dev/null`` output). Meant to run
+under py-spy to see where a sink's time goes (BENCHMARKS.md, "The data path").
+With ``--plain K,..`` it then writes the same frames, coloured, as raw RGB to /dev/shm
+and times K plain ffmpeg processes encoding K parts of them with the store's settings
+(benchmarks/datapath.py's baseline) for each K.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from farm.color.methods import Style  # noqa: E402
+from farm.encode.ffmpeg import VideoEncoder, VideoSettings  # noqa: E402
+from farm.encode.sink import FrameSink  # noqa: E402
+from farm.store.reader import Store  # noqa: E402
+
+
+class Dropped:
+    """An ordered output that drops the frames."""
+
+    ordered = True
+
+    def prepare(self) -> None:
+        pass
+
+    def write(self, f: int, rgb: object) -> None:
+        pass
+
+    def close(self) -> Path:
+        return Path(os.devnull)
+
+    def abort(self) -> None:
+        pass
+
+
+class Encoded(Dropped):
+    """An ordered output that pipes the frames to x264 (the video is thrown away)."""
+
+    def __init__(self, settings: VideoSettings, width: int, height: int):
+        self.encoder = VideoEncoder(settings, width, height)
+
+    def write(self, f: int, rgb: object) -> None:
+        self.encoder.write(rgb)  # type: ignore[arg-type]
+
+    def close(self) -> Path:
+        return self.encoder.close()
+
+    def abort(self) -> None:
+        self.encoder.abort()
+
+
+def cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("store", type=Path)
+    ap.add_argument("--first", type=int, default=0)
+    ap.add_argument("--count", type=int, default=0, help="frames (default: to the end)")
+    ap.add_argument("--encode", action="store_true", help="pipe the frames to x264")
+    ap.add_argument("--threads", type=int, help="the sink's frame threads")
+    ap.add_argument("--plain", default="", help="K plain ffmpeg processes to time, e.g. 1,4,16")
+    args = ap.parse_args()
+    with Store(args.store) as s:
+        spec, total = s.spec, s.frames
+    count = args.count or total - args.first
+    frames = range(args.first, min(total, args.first + count))
+    w, h = spec.size
+    if args.encode:
+        settings = VideoSettings.from_spec(spec, Path("/tmp") / "farm-sink-frames.mp4")
+        output: Dropped = Encoded(settings, w, h)
+    else:
+        output = Dropped()
+    t0, c0 = time.perf_counter(), cpu()
+    sink = FrameSink(args.store, output, Style.from_settings(spec.color), spec.color.smoothing,
+                     frames, threads=args.threads)
+    for f in range(total):  # every frame of a finished store is complete
+        sink.frame_complete(f)
+    sink.finish()
+    wall, used = time.perf_counter() - t0, cpu() - c0
+    print(f"{len(frames)} frames {w}x{h} ({'x264' if args.encode else 'coloured, dropped'}): "
+          f"{wall:.2f} s, {len(frames) / wall:.1f} frames/s, {used:.1f} CPU s; "
+          f"sink colouring {sink.color_s:.1f} s, writing {sink.write_s:.1f} s")
+    if args.plain:
+        plain(args.store, frames, spec, [int(k) for k in args.plain.split(",")])
+
+
+def plain(store: Path, frames: range, spec, ks: list[int]) -> None:
+    """Plain ffmpeg on the same frames, coloured by the farm into /dev/shm."""
+    import tempfile
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from datapath import CPU, RawOutput, plain_ffmpeg
+
+    w, h = spec.size
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as tmp:
+        out = RawOutput(Path(tmp) / "frames.rgb", w, h)
+        sink = FrameSink(store, out, Style.from_settings(spec.color), spec.color.smoothing, frames)
+        for f in range(sink.total):
+            sink.frame_complete(f)
+        raw = sink.finish()
+        settings = {"crf": spec.output.crf, "preset": spec.output.preset, "fps": spec.animation.fps}
+        for k in ks:
+            wall = plain_ffmpeg(raw, len(frames), out.w, out.h, settings, k, Path(tmp))
+            print(f"plain ffmpeg, K = {k}: {wall:.2f} s, {len(frames) / wall:.1f} frames/s, "
+                  f"{CPU['last']:.1f} CPU s")
+
+
+if __name__ == "__main__":
+    main()
