@@ -99,8 +99,10 @@ class FrameSink:
                  progress: bool = False, bar: Bar | None = None):
         self.store_path = Path(store_path)
         # one reader for the sink's life, shared by its frame threads: what a render
-        # changes it reads past HDF5's caches (farm/store/reader.py, Store._live)
-        self.store = Store(self.store_path)
+        # changes it reads past HDF5's caches (farm/store/reader.py, Store._live); an
+        # expmap store's frames come from the sink's own synthesis, whose window of
+        # strip rows follows the sink's frames (a segment's, in a segmented video)
+        self.store = Store(self.store_path, own_synthesis=True)
         self.total = self.store.frames
         self.order = sorted(set(range(self.total) if frames is None else frames))
         if self.order and not 0 <= self.order[0] <= self.order[-1] < self.total:

@@ -101,10 +101,17 @@ def _parsed(text: str, source: str) -> specmod.JobSpec:
 
 
 class Store:
-    """A store opened for reading. Use as a context manager."""
+    """A store opened for reading. Use as a context manager.
 
-    def __init__(self, path: str | os.PathLike[str]):
+    ``own_synthesis``: an expmap store's frames are synthesised by this reader's own
+    :class:`~farm.synth.engine.Synthesis` (its window of strip rows), not the one
+    shared by the process's readers of the file. A reader that walks its own run of
+    frames (a video segment) needs its own: readers at different depths sharing one
+    window would fetch it anew at every frame."""
+
+    def __init__(self, path: str | os.PathLike[str], *, own_synthesis: bool = False):
         self.path = Path(path)
+        self.own_synthesis = own_synthesis
         if not self.path.exists():
             raise StoreError(f"store: {path} does not exist")
         try:
@@ -367,7 +374,7 @@ class Store:
 
     def _synthesis(self):
         """The process's synthesis of this store's frames (shared by every reader of the
-        same file, farm/synth/engine.py), looked up once per reader."""
+        same file, farm/synth/engine.py; or the reader's own), looked up once per reader."""
         if self._synth is not None:
             return self._synth
         from farm.plan.units import layout_for
@@ -381,7 +388,7 @@ class Store:
         def make() -> Synthesis:
             layout = layout_for(self.spec, self.file["video/depth"][...].tolist())
             return Synthesis(layout, self.file["video/max_iter"][...].tolist(), self.bins, keep=keep)
-        self._synth = shared(key, make)
+        self._synth = make() if self.own_synthesis else shared(key, make)
         return self._synth
 
     def _expmap_frame(self, frame: int) -> RawFrame:
