@@ -60,8 +60,6 @@ width = ["0.02", "1e-7"]
 size = [{w}, {h}]
 [animation]
 frames = {frames}
-[render]
-tile = [256, 256]
 [output]
 store = "{store}"
 """
