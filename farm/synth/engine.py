@@ -86,12 +86,12 @@ def ring_rows(geom: ExpmapGeometry) -> int:
 
 
 def whole_segments(geom: ExpmapGeometry, first: int, stop: int, ring: int) -> tuple[int, int]:
-    """Strip rows ``first .. stop - 1`` widened to whole segments (a unit's rows: one
-    stored tile high), when a ring of ``ring`` rows holds them. A frame of a zoom adds
-    a few rows (P / frames per octave) to the window; fetched as they are, each frame
-    would decode every tile they cross, a whole segment, again (30 times over on a
-    1080p zoom at 30 frames an octave, BENCHMARKS.md); fetched as whole segments, each
-    tile is decoded once."""
+    """Strip rows ``first .. stop - 1`` widened to whole segments (a segment is a unit's
+    rows; with ``tile = "auto"`` one stored tile high), when a ring of ``ring`` rows
+    holds them. A frame of a zoom adds a few rows (P / frames per octave) to the window;
+    fetched as they are, each frame would decode every tile they cross again (30 times
+    over on a 1080p zoom at 30 frames an octave, BENCHMARKS.md); fetched as whole
+    segments, each tile is decoded once."""
     p = geom.rows_per_octave
     a, b = first - first % p, min(geom.rows, -(-stop // p) * p)
     return (a, b) if b - a <= ring else (first, stop)
