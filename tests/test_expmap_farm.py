@@ -307,6 +307,24 @@ def test_video_segments_keep_their_own_strip_windows(zoom):
         assert c._synthesis() is d._synthesis()
 
 
+def test_an_expmap_video_in_segments_is_the_video_of_one_encoder(zoom, tmp_path):
+    """FARM_ENCODE_SEGMENTS on an expmap store: three segments, each synthesising its
+    own frames at its own depth at once, join to exactly the frames one encoder makes
+    (lossless, CRF 0)."""
+    from test_encode import decoded
+
+    from farm.encode import encode_video
+    from farm.encode.ffmpeg import VideoSettings
+
+    _, store, _ = zoom
+    with Store(store) as s:
+        spec, frames = s.spec, s.frames
+    videos = [encode_video(store, spec.color, VideoSettings(tmp_path / f"k{k}.mp4", 30, crf=0),
+                           progress=False, segments=k) for k in (1, 3)]
+    one, three = (decoded(v) for v in videos)
+    assert len(one) == frames and one == three
+
+
 def test_colouring_order_synthesises_each_frame_once(zoom):
     """Colouring reads frame f's histogram when f first enters a smoothing window (f - K)
     and its pixels K frames later, each time through a newly opened store (as the frame
