@@ -3,7 +3,7 @@
 # Run from the repository root with pyopencl importable; logs and tables go to $OUT.
 # Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [steps]   steps: any of
 #   devices tests kernels quick ptx bench perturb skipping skipvariants farm scaling pipeline
-#   expmap samples zoomskip steprun wholescaling packsweep depth videoprofile
+#   expmap samples zoomskip steprun wholescaling packsweep depth videoprofile segments
 #   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
@@ -181,6 +181,23 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
       py-spy record -r 100 --threads --subprocesses --nonblocking --format raw -o "$OUT/minibrot_video.raw" -- \
         python3 -m farm render benchmarks/jobs/minibrot_1080p.toml --restart --quiet 2>&1 | tail -3
       python3 -m farm status /tmp/farm-bench/minibrot.h5 --json > "$OUT/minibrot_status.json" ;;
+    segments)
+      # issue 21: why the farm's K encoders lose to K plain ffmpeg processes at 1080p;
+      # first guess: each segment's sink keeps too few frames in flight (8 // K)
+      log "segments: frame threads a segment"
+      mkdir -p /tmp/farm-bench
+      python3 -m farm render benchmarks/jobs/minibrot_1080p.toml --restart --no-video --quiet
+      for k in 1 4; do for t in "" 8; do
+        python3 benchmarks/sink_frames.py /tmp/farm-bench/minibrot.h5 --segments $k ${t:+--threads $t} \
+          2>&1 | tail -1 | tee -a "$OUT/segments.txt"
+      done; done
+      python3 benchmarks/sink_frames.py /tmp/farm-bench/minibrot.h5 --count 360 --plain 1,4 2>&1 \
+        | grep plain | tee -a "$OUT/segments.txt"
+      python3 -m farm render benchmarks/jobs/minibrot_expmap_1080p.toml --restart --no-video --quiet
+      for k in 1 4; do
+        timeout 300 python3 benchmarks/sink_frames.py /tmp/farm-bench/minibrot_expmap.h5 --segments $k \
+          2>&1 | tail -1 | tee -a "$OUT/segments.txt"
+      done ;;
   esac
 done
 log done

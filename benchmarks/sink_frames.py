@@ -2,7 +2,7 @@
 """The video sink on a range of a finished store's frames: colouring alone, or with x264.
 
     python3 benchmarks/sink_frames.py STORE [--first F] [--count N] [--encode] [--threads T]
-                                            [--plain 1,4,16]
+                                            [--plain 1,4,16] [--segments K]
 
 Runs the frame sink (farm/encode/sink.py) the way ``farm encode`` does, on frames
 ``F .. F+N-1`` only, and prints frames/s, wall and CPU seconds (this process and
@@ -12,7 +12,9 @@ go to an x264 process with the store's settings (``/dev/null`` output). Meant to
 under py-spy to see where a sink's time goes (BENCHMARKS.md, "The data path").
 With ``--plain K,..`` it then writes the same frames, coloured, as raw RGB to /dev/shm
 and times K plain ffmpeg processes encoding K parts of them with the store's settings
-(benchmarks/datapath.py's baseline) for each K.
+(benchmarks/datapath.py's baseline) for each K. ``--segments K`` encodes the frames as
+a segmented video does (farm/encode/segments.py: K encoders at once, each segment's
+sink with ``--threads`` frame threads, default max(2, 8 // K)), joined, then removed.
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ class Encoded(Dropped):
         self.encoder.write(rgb)  # type: ignore[arg-type]
 
     def close(self) -> Path:
-        return self.encoder.close()
+        self.encoder.close().unlink()
+        return Path(os.devnull)
 
     def abort(self) -> None:
         self.encoder.abort()
@@ -81,7 +84,11 @@ def main() -> None:
     ap.add_argument("--encode", action="store_true", help="pipe the frames to x264")
     ap.add_argument("--threads", type=int, help="the sink's frame threads")
     ap.add_argument("--plain", default="", help="K plain ffmpeg processes to time, e.g. 1,4,16")
+    ap.add_argument("--segments", type=int, default=0, help="encode in K segments (the whole store)")
     args = ap.parse_args()
+    if args.segments:
+        segmented(args.store, args.segments, args.threads)
+        return
     with Store(args.store) as s:
         spec, total = s.spec, s.frames
     count = args.count or total - args.first
@@ -104,6 +111,24 @@ def main() -> None:
           f"sink colouring {sink.color_s:.1f} s, writing {sink.write_s:.1f} s")
     if args.plain:
         plain(args.store, frames, spec, [int(k) for k in args.plain.split(",")])
+
+
+def segmented(store: Path, k: int, threads: int | None) -> None:
+    """Every frame of the store, encoded in k segments and joined (the video removed)."""
+    from farm.encode.segments import SegmentedSink
+
+    with Store(store) as s:
+        spec, total = s.spec, s.frames
+    settings = VideoSettings.from_spec(spec, Path("/tmp") / "farm-sink-segments.mp4")
+    t0, c0 = time.perf_counter(), cpu()
+    sink = SegmentedSink(store, settings, spec.size, Style.from_settings(spec.color),
+                         spec.color.smoothing, total, k, frame_threads=threads)
+    for f in range(total):
+        sink.frame_complete(f)
+    sink.finish().unlink()
+    wall, used = time.perf_counter() - t0, cpu() - c0
+    print(f"{total} frames in {len(sink.sinks)} segments ({threads or 'default'} frame threads each): "
+          f"{wall:.2f} s, {total / wall:.1f} frames/s, {used:.1f} CPU s")
 
 
 def plain(store: Path, frames: range, spec, ks: list[int]) -> None:

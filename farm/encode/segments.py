@@ -131,11 +131,14 @@ class _SharedBar:
 class SegmentedSink:
     """The interface of :class:`~farm.encode.sink.FrameSink` (``frame_complete``,
     ``finish``, ``abort`` and the timings) over one FrameSink per segment, each with
-    its own encoder; ``finish`` joins their files into ``settings.path``."""
+    its own encoder; ``finish`` joins their files into ``settings.path``.
+    ``frame_threads``: each segment's frames read and coloured at once (default
+    max(2, 8 // K): one encoder's 8 shared out)."""
 
     def __init__(self, store_path: str | os.PathLike[str], settings: VideoSettings, size: tuple[int, int],
                  style: Style, smoothing: int, frames: int, count: int, *,
-                 colourer: Colourer | None = None, progress: bool = False):
+                 colourer: Colourer | None = None, progress: bool = False,
+                 frame_threads: int | None = None):
         width, height = size
         ff.even_size(width, height)
         codec = ff.choose_codec(settings.codec, width - width % 2, height - height % 2)
@@ -156,7 +159,7 @@ class SegmentedSink:
                 self.sinks.append(FrameSink(store_path, output, style, smoothing,
                                             range(self.cuts[k], self.cuts[k + 1]),
                                             colourer=colourer, bar=shared,
-                                            threads=max(2, 8 // len(self.parts))))
+                                            threads=frame_threads or max(2, 8 // len(self.parts))))
         except BaseException:
             self.abort()
             raise
