@@ -288,7 +288,7 @@ def test_video_segments_keep_their_own_strip_windows(zoom):
     """Two segments of a video coloured at once (FARM_ENCODE_SEGMENTS) read frames at two
     depths in turn. Each sink's reader has its own synthesis, so each reads every strip
     segment at most once; one window shared by both fetched itself anew at every frame
-    (a 3180-frame 1080p zoom in 4 segments did not finish in 6 minutes)."""
+    (a 3180-frame 1080p zoom in 4 segments did not finish within 6 minutes on an H200)."""
     from farm.synth import engine
 
     _, store, _ = zoom
