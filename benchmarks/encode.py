@@ -163,7 +163,7 @@ def main() -> None:
     ap.add_argument("--store", type=Path, help="a finished store (default: render one)")
     ap.add_argument("--size", default="1920x1080")
     ap.add_argument("--frames", type=int, default=60)
-    ap.add_argument("--out", type=Path, help="working directory (default: a temporary one)")
+    ap.add_argument("--out", type=Path, help="working directory, kept (default: a temporary one, removed)")
     ap.add_argument("--presets", default="", help="x264 presets to compare, comma-separated")
     ap.add_argument("--engines", default="numpy,opencl")
     ap.add_argument("--methods", default="shade,histogram")
@@ -249,6 +249,8 @@ def main() -> None:
     for name, shown, note in rows:
         print(f"{name:<{width}}  {shown:>8}  {note}")
     print_issue_table(runs, methods, frames, (w, h), segments)
+    if args.out is None:  # a temporary directory: its store and videos take gigabytes at 1080p
+        shutil.rmtree(out, ignore_errors=True)
 
 
 def print_issue_table(runs: dict[str, tuple[float, float]], methods: list[str], frames: int,
