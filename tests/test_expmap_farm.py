@@ -284,6 +284,40 @@ def test_a_zoom_reads_each_strip_segment_once(zoom):
     assert syn.rows_fetched == sum(b - a for a, b in fetched)
 
 
+def test_a_zoom_out_reads_each_segment_once_and_synthesises_the_same_frames(tmp_path):
+    """A zoom out (frame 0 the deepest) walks the strip outwards: whole segments are
+    fetched at the window's top, each once, and the frames equal those of a synthesis
+    that starts afresh for every frame (its window filled for that frame alone)."""
+    from farm.synth.engine import Synthesis
+
+    out = dict(ZOOM, width=ZOOM["width"][::-1])
+    job, store = write(tmp_path, "out", expmap_text(tile=(96, 33), **out))
+    result = run_farm("render", str(job), "--no-video", "--quiet")
+    assert result.returncode == 0, result.stderr
+    with Store(store) as s:
+        plan = s.plan()
+        g = plan.layout.geom
+        assert g.depths[0] < g.depths[-1]  # frame 0 the deepest
+        p = g.rows_per_octave
+        fetched: list[tuple[int, int]] = []
+
+        def rows(a: int, b: int):
+            fetched.append((a, b))
+            return s.strip_rows(a, b)
+
+        walk = Synthesis.for_plan(plan, engine="numpy", keep=1)
+        for k in range(s.frames):
+            frame = walk.frame(k, rows, s.centre_image)
+            if k % 50 == 0 or k == s.frames - 1:
+                fresh = Synthesis.for_plan(plan, engine="numpy", keep=1)
+                alone = fresh.frame(k, s.strip_rows, s.centre_image)
+                for name in ("iterations", "fraction", "histogram"):
+                    assert np.array_equal(getattr(frame, name), getattr(alone, name)), (k, name)
+    segments = [j for a, b in fetched for j in range(a // p, -(-b // p))]
+    assert segments and len(segments) == len(set(segments)), "a segment was read twice"
+    assert [a for a, _ in fetched[1:]] == sorted(a for a, _ in fetched[1:])  # outwards
+
+
 def test_video_segments_keep_their_own_strip_windows(zoom):
     """Two segments of a video coloured at once (FARM_ENCODE_SEGMENTS) read frames at two
     depths in turn. Each sink's reader has its own synthesis, so each reads every strip
