@@ -32,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -147,15 +148,7 @@ class _Helper:
         """Iterate escape pre-pass grids (farm/plan/prepass.py) in the helper, before its
         builder's arguments: a render's helpers start before its plan is made, and wait
         for them while the plan's pre-pass runs."""
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        with self._lock:
-            if self._gone is not None:
-                future.set_exception(RuntimeError(self._gone))
-                return future
-            request, self._next = self._next, self._next + 1
-            self._pending[request] = future
-        self._outbox.put(pickled((PREPASS, request, grids, r2)))
-        return future
+        return self._ask(lambda request: (PREPASS, request, grids, r2))
 
     def give(self, args: bytes) -> None:
         """The builder's arguments, pickled (:func:`pickled`): the first message, before
@@ -163,6 +156,10 @@ class _Helper:
         self._outbox.put(args)
 
     def submit(self, index: int) -> concurrent.futures.Future:
+        return self._ask(lambda request: (request, index))
+
+    def _ask(self, message: Callable[[int], tuple]) -> concurrent.futures.Future:
+        """Send ``message(request)`` under a new request number; the future of its reply."""
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._lock:
             if self._gone is not None:  # (no reader is left to answer it)
@@ -170,7 +167,7 @@ class _Helper:
                 return future
             request, self._next = self._next, self._next + 1
             self._pending[request] = future
-        self._outbox.put(pickled((request, index)))
+        self._outbox.put(pickled(message(request)))
         return future
 
     def _requests(self) -> None:
