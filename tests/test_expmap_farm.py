@@ -256,6 +256,23 @@ def test_engines_agree_through_the_store(zoom):
                                                                     map(g.frame_rows, range(211)))
 
 
+def recorded_strip(s: Store):
+    """(fetched, rows): ``rows(a, b)`` reads strip rows a .. b-1 of the store, and
+    ``fetched`` lists each (a, b) it was asked for."""
+    fetched: list[tuple[int, int]] = []
+
+    def rows(a: int, b: int):
+        fetched.append((a, b))
+        return s.strip_rows(a, b)
+
+    return fetched, rows
+
+
+def segments_read(fetched: list[tuple[int, int]], p: int) -> list[int]:
+    """The strip segments (``p`` rows each) the fetches read, once per fetch."""
+    return [j for a, b in fetched for j in range(a // p, -(-b // p))]
+
+
 def test_a_zoom_reads_each_strip_segment_once(zoom):
     """Frames in order read the strip in whole segments (one stored tile high), each
     segment once: a frame adds a few rows, and reading just those decoded every tile
@@ -267,19 +284,14 @@ def test_a_zoom_reads_each_strip_segment_once(zoom):
         plan = s.plan()
         g = plan.layout.geom
         p = g.rows_per_octave
-        fetched: list[tuple[int, int]] = []
-
-        def rows(a: int, b: int):
-            fetched.append((a, b))
-            return s.strip_rows(a, b)
-
+        fetched, rows = recorded_strip(s)
         syn = Synthesis.for_plan(plan, engine="numpy", keep=2)
         for k in range(s.frames):
             syn.frame(k, rows, s.centre_image)
     assert fetched
     for a, b in fetched:
         assert a % p == 0 and (b % p == 0 or b == g.rows), (a, b, p)
-    segments = [j for a, b in fetched for j in range(a // p, -(-b // p))]
+    segments = segments_read(fetched, p)
     assert len(segments) == len(set(segments)), "a segment was read twice"
     assert syn.rows_fetched == sum(b - a for a, b in fetched)
 
@@ -299,12 +311,7 @@ def test_a_zoom_out_reads_each_segment_once_and_synthesises_the_same_frames(tmp_
         g = plan.layout.geom
         assert g.depths[0] < g.depths[-1]  # frame 0 the deepest
         p = g.rows_per_octave
-        fetched: list[tuple[int, int]] = []
-
-        def rows(a: int, b: int):
-            fetched.append((a, b))
-            return s.strip_rows(a, b)
-
+        fetched, rows = recorded_strip(s)
         walk = Synthesis.for_plan(plan, engine="numpy", keep=1)
         for k in range(s.frames):
             frame = walk.frame(k, rows, s.centre_image)
@@ -313,7 +320,7 @@ def test_a_zoom_out_reads_each_segment_once_and_synthesises_the_same_frames(tmp_
                 alone = fresh.frame(k, s.strip_rows, s.centre_image)
                 for name in ("iterations", "fraction", "histogram"):
                     assert np.array_equal(getattr(frame, name), getattr(alone, name)), (k, name)
-    segments = [j for a, b in fetched for j in range(a // p, -(-b // p))]
+    segments = segments_read(fetched, p)
     assert segments and len(segments) == len(set(segments)), "a segment was read twice"
     assert [a for a, _ in fetched[1:]] == sorted(a for a, _ in fetched[1:])  # outwards
 
