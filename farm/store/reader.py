@@ -134,8 +134,7 @@ class Store:
         self._offset_map: dict[str, int] | None = None
         self._fd_lock = threading.Lock()
         self._chunk_key: tuple | None = None
-        self._shapes: dict[str, tuple[tuple[int, ...], np.dtype]] = {}  # for _live
-        self._frames = -1  # frames of the video, once asked (fixed by the job)
+        self._shapes: dict[str, tuple[tuple[int, ...], np.dtype]] = {}  # (_shape)
         self._synth: Any = None  # an expmap store's Synthesis, once asked
 
     def __enter__(self) -> Store:
@@ -209,10 +208,7 @@ class Store:
     @property
     def frames(self) -> int:
         """Frames of the video."""
-        if self._frames < 0:  # (opening a dataset costs more than a frame's other bookkeeping)
-            name = "video/max_iter" if self.expmap else "iterations"
-            self._frames = int(self.file[name].shape[0])
-        return self._frames
+        return int(self._shape("video/max_iter" if self.expmap else "iterations")[0][0])
 
     @property
     def units(self) -> int:
@@ -229,14 +225,20 @@ class Store:
         if offset is None:
             dset = self.file[name]
             return dset[...] if index is None else dset[index]
-        if name not in self._shapes:
-            self._shapes[name] = (self.file[name].shape, self.file[name].dtype)
-        full, dtype = self._shapes[name]
+        full, dtype = self._shape(name)
         shape = full if index is None else full[1:]
         count = int(np.prod(shape))
         start = offset + (0 if index is None else index * count * dtype.itemsize)
         data = os.pread(self._reader_fd(), count * dtype.itemsize, start)
         return np.frombuffer(data, dtype=dtype).reshape(shape)
+
+    def _shape(self, name: str) -> tuple[tuple[int, ...], np.dtype]:
+        """Shape and dtype of dataset ``name``, fixed for the store's life: looked up once
+        (opening a dataset costs more than a frame's other bookkeeping)."""
+        if name not in self._shapes:
+            dset = self.file[name]
+            self._shapes[name] = (dset.shape, dset.dtype)
+        return self._shapes[name]
 
     def _offsets(self) -> dict[str, int]:
         if self._offset_map is None:
@@ -283,7 +285,7 @@ class Store:
         """Frame f's count histogram, int64 (N,), N = the store's histogram length; with
         ``full=False`` the row up to its last count that is not zero (what colouring
         needs), read from the parts of the file the writer wrote (:func:`row_prefix`)."""
-        n = int(self.file["histogram"].shape[1])
+        n = int(self._shape("histogram")[0][1])
         if self.expmap:
             row = self.raw(frame).histogram
             return np.pad(row, (0, n - len(row))) if full else row
