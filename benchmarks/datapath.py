@@ -131,22 +131,23 @@ class RawOutput:
         self.fh.close()
 
 
-def raw_frames(store: Path, shm: Path) -> tuple[Path, int, int, int, dict]:
-    """The store's frames coloured as the farm colours them, as one raw RGB file."""
+def raw_frames(store: Path, shm: Path, frames: range | None = None) -> tuple[Path, int, int, int, dict]:
+    """The store's frames (default: all) coloured as the farm colours them, as one raw
+    RGB file in ``shm``: (its path, the frames, width, height, the encoder's settings)."""
     from farm.color.methods import Style
     from farm.encode.sink import FrameSink
     from farm.store.reader import Store
 
     with Store(store) as s:
-        spec, frames = s.spec, s.frames
+        spec, total = s.spec, s.frames
     w, h = spec.size
     out = RawOutput(shm / f"{store.stem}.rgb", w, h)
-    sink = FrameSink(store, out, Style.from_settings(spec.color), spec.color.smoothing)
-    for f in range(frames):
+    sink = FrameSink(store, out, Style.from_settings(spec.color), spec.color.smoothing, frames)
+    for f in range(total):  # every frame of a finished store is complete
         sink.frame_complete(f)
     path = sink.finish()
-    return path, frames, out.w, out.h, {"crf": spec.output.crf, "preset": spec.output.preset,
-                                        "fps": spec.animation.fps}
+    return path, len(sink.order), out.w, out.h, {"crf": spec.output.crf, "preset": spec.output.preset,
+                                                 "fps": spec.animation.fps}
 
 
 def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int, work: Path) -> float:

@@ -110,7 +110,7 @@ def main() -> None:
           f"{wall:.2f} s, {len(frames) / wall:.1f} frames/s, {used:.1f} CPU s; "
           f"sink colouring {sink.color_s:.1f} s, writing {sink.write_s:.1f} s")
     if args.plain:
-        plain(args.store, frames, spec, [int(k) for k in args.plain.split(",")])
+        plain(args.store, frames, [int(k) for k in args.plain.split(",")])
 
 
 def segmented(store: Path, k: int, threads: int | None) -> None:
@@ -131,26 +131,19 @@ def segmented(store: Path, k: int, threads: int | None) -> None:
           f"{wall:.2f} s, {total / wall:.1f} frames/s, {used:.1f} CPU s")
 
 
-def plain(store: Path, frames: range, spec, ks: list[int]) -> None:
+def plain(store: Path, frames: range, ks: list[int]) -> None:
     """Plain ffmpeg on the same frames, coloured by the farm into /dev/shm."""
     import tempfile
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from datapath import CPU, RawOutput, plain_ffmpeg
+    from datapath import CPU, plain_ffmpeg, raw_frames
 
-    w, h = spec.size
     with tempfile.TemporaryDirectory(dir="/dev/shm") as tmp:
-        out = RawOutput(Path(tmp) / "frames.rgb", w, h)
-        sink = FrameSink(store, out, Style.from_settings(spec.color), spec.color.smoothing, frames)
-        for f in range(sink.total):
-            sink.frame_complete(f)
-        raw = sink.finish()
-        settings = {"crf": spec.output.crf, "preset": spec.output.preset, "fps": spec.animation.fps}
+        raw, count, w, h, settings = raw_frames(store, Path(tmp), frames)
         for k in ks:
-            wall = plain_ffmpeg(raw, len(frames), out.w, out.h, settings, k, Path(tmp))
-            print(f"plain ffmpeg, K = {k}: {wall:.2f} s, {len(frames) / wall:.1f} frames/s, "
+            wall = plain_ffmpeg(raw, count, w, h, settings, k, Path(tmp))
+            print(f"plain ffmpeg, K = {k}: {wall:.2f} s, {count / wall:.1f} frames/s, "
                   f"{CPU['last']:.1f} CPU s")
-
 
 if __name__ == "__main__":
     main()
