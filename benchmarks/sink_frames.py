@@ -28,29 +28,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from encode import NullOutput as Dropped  # noqa: E402  (an ordered output that drops the frames)
 
 from farm.color.methods import Style  # noqa: E402
 from farm.encode.ffmpeg import VideoEncoder, VideoSettings  # noqa: E402
 from farm.encode.sink import FrameSink  # noqa: E402
 from farm.store.reader import Store  # noqa: E402
-
-
-class Dropped:
-    """An ordered output that drops the frames."""
-
-    ordered = True
-
-    def prepare(self) -> None:
-        pass
-
-    def write(self, f: int, rgb: object) -> None:
-        pass
-
-    def close(self) -> Path:
-        return Path(os.devnull)
-
-    def abort(self) -> None:
-        pass
 
 
 class Encoded(Dropped):
@@ -135,7 +120,6 @@ def plain(store: Path, frames: range, ks: list[int]) -> None:
     """Plain ffmpeg on the same frames, coloured by the farm into /dev/shm."""
     import tempfile
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     from datapath import CPU, plain_ffmpeg, raw_frames
 
     with tempfile.TemporaryDirectory(dir="/dev/shm") as tmp:
