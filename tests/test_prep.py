@@ -265,3 +265,41 @@ def test_a_prepared_frame_carries_its_table_once_and_only_the_columns_in_use():
     assert np.array_equal(np.pad(coef, ((0, 0), (0, COLUMNS - coef.shape[1]))), want_coef)
     assert np.array_equal(radius, want_radius)
     assert len(pickle.dumps(built)) < 0.5 * len(pickle.dumps(full))  # (it held both: 1.5x)
+
+
+def test_dropped_frames_table_buffers_are_used_again(cl_device, monkeypatch):
+    """The device arguments of frames past FramePrep.KEEP are dropped after a launch and
+    their table buffers serve later frames of the same table size (farm/compute/render.py
+    ``_Spares``: releasing them waited for the device on NVIDIA's OpenCL); every frame
+    renders what a fresh renderer renders (a reused buffer holds nothing of its last
+    frame), and the renderer holds no more frames' arguments than KEEP."""
+    from farm.compute.render import TileRenderer
+
+    info, dev = cl_device
+    monkeypatch.setattr(FramePrep, "KEEP", 2)
+    plan = make_plan(make_spec(size=(48, 27), center=SEAHORSE, width=("1e-18", "2e-19"), frames=8,
+                               max_iter=20000, precision="perturb", tile=(48, 48)))
+    refs = plan.references()
+    renderer = TileRenderer(dev, info, plan, references=refs)
+    spares, reused = renderer._spares, []
+    take = spares.take
+
+    def counted(nbytes: int):
+        buf = take(nbytes)
+        reused.append(buf is not None)
+        return buf
+    monkeypatch.setattr(spares, "take", counted)
+    try:
+        for frame in plan.frames:
+            got = renderer.render(frame, plan.grid.tile(0))
+            assert len(renderer._device_args) <= FramePrep.KEEP
+            fresh = TileRenderer(dev, info, plan, references=refs)
+            try:
+                want = fresh.render(frame, plan.grid.tile(0))
+            finally:
+                fresh.close()
+            assert np.array_equal(got.iterations, want.iterations), frame.index
+            assert np.array_equal(got.fraction, want.fraction), frame.index
+        assert sum(reused) >= 2 * (len(plan.frames) - FramePrep.KEEP - 1)
+    finally:
+        renderer.close()
