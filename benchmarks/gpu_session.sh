@@ -4,6 +4,7 @@
 # Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [steps]   steps: any of
 #   devices tests kernels quick ptx bench perturb skipping skipvariants farm scaling pipeline
 #   expmap samples zoomskip steprun wholescaling packsweep depth videoprofile segments
+#   floor sinktrace
 #   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
@@ -198,6 +199,27 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
         timeout 300 python3 benchmarks/sink_frames.py /tmp/farm-bench/minibrot_expmap.h5 --segments $k \
           2>&1 | tail -1 | tee -a "$OUT/segments.txt"
       done ;;
+    floor)
+      # issue 21's start-up: what any pyopencl program takes to its first kernel, against
+      # the farm's steps on the heavy job (the second run: warm caches)
+      log "start-up floor"
+      python3 benchmarks/startup.py --floor | tee "$OUT/floor.txt"
+      python3 benchmarks/startup.py benchmarks/jobs/heavy_1080p.toml > /dev/null 2>&1
+      python3 benchmarks/startup.py benchmarks/jobs/heavy_1080p.toml | tee "$OUT/startup_heavy.txt" ;;
+    sinktrace)
+      # issue 21's video: where a sink's frames' time goes beside x264 (blocked writing =
+      # the encoder is the limit), one encoder, 4 segments in one process, 4 processes,
+      # and plain ffmpeg on the same frames
+      log "sink trace"
+      mkdir -p /tmp/farm-bench
+      python3 -m farm render benchmarks/jobs/minibrot_1080p.toml --restart --no-video --quiet
+      S=/tmp/farm-bench/minibrot.h5
+      { python3 benchmarks/sink_frames.py $S
+        python3 benchmarks/sink_frames.py $S --encode
+        python3 benchmarks/sink_frames.py $S --segments 4
+        python3 benchmarks/sink_frames.py $S --processes 4
+        python3 benchmarks/sink_frames.py $S --count 360 --plain 1,4,16 | grep plain
+      } 2>&1 | grep -v Warning | tee "$OUT/sinktrace.txt" ;;
   esac
 done
 log done

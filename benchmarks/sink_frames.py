@@ -15,6 +15,11 @@ and times K plain ffmpeg processes encoding K parts of them with the store's set
 (benchmarks/datapath.py's baseline) for each K. ``--segments K`` encodes the frames as
 a segmented video does (farm/encode/segments.py: K encoders at once, each segment's
 sink with ``--threads`` frame threads, default max(2, 8 // K)), joined, then removed.
+
+Each run also says where its frames' time went (summed over frames, and as a share of
+the wall time): reading the raw channels, the colour statistics (histogram rows),
+colouring, the scheduler blocked writing to the encoder (the encoder is the limit
+while it is), and the first frame's delay.
 """
 
 from __future__ import annotations
@@ -55,10 +60,57 @@ class Encoded(Dropped):
         self.encoder.abort()
 
 
+class Trace:
+    """Seconds a sink's frames spent in each part (see the module's docstring): the
+    reader's calls and the output's writes are wrapped, on the sink's own instance;
+    colouring and writing the sink counts itself."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.t0 = time.perf_counter()
+        self.parts = {"read": 0.0, "statistics": 0.0}
+        self.first: float | None = None
+        self.lock = threading.Lock()
+
+    def timed(self, part: str, call):
+        def wrapped(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                with self.lock:
+                    self.parts[part] += time.perf_counter() - t
+        return wrapped
+
+    def watch(self, sink: FrameSink) -> FrameSink:
+        sink.store.raw = self.timed("read", sink.store.raw)  # type: ignore[method-assign]
+        sink.store.histogram = self.timed("statistics", sink.store.histogram)  # type: ignore[method-assign]
+        write = sink.output.write
+
+        def first_write(*args):
+            if self.first is None:
+                self.first = time.perf_counter() - self.t0
+            return write(*args)
+        sink.output.write = first_write  # type: ignore[method-assign]
+        return sink
+
+    def line(self, wall: float, colour_s: float, write_s: float) -> str:
+        parts = ", ".join(f"{k} {v:.1f} s" for k, v in {**self.parts, "colour": colour_s}.items())
+        first = "-" if self.first is None else f"{self.first:.2f} s"
+        return (f"  frames' time: {parts}; blocked writing {write_s:.1f} s "
+                f"({write_s / wall:.0%} of the wall); first frame written after {first}")
+
+
 def cpu() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime + cpu_children()
+
+
+def cpu_children() -> float:
+    """CPU seconds of this process's finished children (ffmpeg)."""
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    return kids.ru_utime + kids.ru_stime
 
 
 def main() -> None:
@@ -70,9 +122,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, help="the sink's frame threads")
     ap.add_argument("--plain", default="", help="K plain ffmpeg processes to time, e.g. 1,4,16")
     ap.add_argument("--segments", type=int, default=0, help="encode in K segments (the whole store)")
+    ap.add_argument("--processes", type=int, default=0,
+                    help="K processes of this script with --encode, on K parts of the frames at once")
     args = ap.parse_args()
     if args.segments:
         segmented(args.store, args.segments, args.threads)
+        return
+    if args.processes:
+        in_processes(args.store, args.processes, args.first, args.count, args.threads)
         return
     with Store(args.store) as s:
         spec, total = s.spec, s.frames
@@ -80,20 +137,22 @@ def main() -> None:
     frames = range(args.first, min(total, args.first + count))
     w, h = spec.size
     if args.encode:
-        settings = VideoSettings.from_spec(spec, Path("/tmp") / "farm-sink-frames.mp4")
+        settings = VideoSettings.from_spec(spec, Path("/tmp") / f"farm-sink-frames-{os.getpid()}.mp4")
         output: Dropped = Encoded(settings, w, h)
     else:
         output = Dropped()
     t0, c0 = time.perf_counter(), cpu()
-    sink = FrameSink(args.store, output, Style.from_settings(spec.color), spec.color.smoothing,
-                     frames, threads=args.threads)
+    trace = Trace()
+    sink = trace.watch(FrameSink(args.store, output, Style.from_settings(spec.color), spec.color.smoothing,
+                                 frames, threads=args.threads))
     for f in range(total):  # every frame of a finished store is complete
         sink.frame_complete(f)
     sink.finish()
     wall, used = time.perf_counter() - t0, cpu() - c0
     print(f"{len(frames)} frames {w}x{h} ({'x264' if args.encode else 'coloured, dropped'}): "
-          f"{wall:.2f} s, {len(frames) / wall:.1f} frames/s, {used:.1f} CPU s; "
-          f"sink colouring {sink.color_s:.1f} s, writing {sink.write_s:.1f} s")
+          f"{wall:.2f} s, {len(frames) / wall:.1f} frames/s, {used:.1f} CPU s "
+          f"({cpu_children():.1f} of them ffmpeg's)")
+    print(trace.line(wall, sink.color_s, sink.write_s))
     if args.plain:
         plain(args.store, frames, [int(k) for k in args.plain.split(",")])
 
@@ -106,14 +165,40 @@ def segmented(store: Path, k: int, threads: int | None) -> None:
         spec, total = s.spec, s.frames
     settings = VideoSettings.from_spec(spec, Path("/tmp") / "farm-sink-segments.mp4")
     t0, c0 = time.perf_counter(), cpu()
+    trace = Trace()
     sink = SegmentedSink(store, settings, spec.size, Style.from_settings(spec.color),
                          spec.color.smoothing, total, k, frame_threads=threads)
+    for part in sink.sinks:
+        trace.watch(part)
     for f in range(total):
         sink.frame_complete(f)
     sink.finish().unlink()
     wall, used = time.perf_counter() - t0, cpu() - c0
     print(f"{total} frames in {len(sink.sinks)} segments ({threads or 'default'} frame threads each): "
-          f"{wall:.2f} s, {total / wall:.1f} frames/s, {used:.1f} CPU s")
+          f"{wall:.2f} s, {total / wall:.1f} frames/s, {used:.1f} CPU s ({cpu_children():.1f} of them "
+          f"ffmpeg's)")
+    print(trace.line(wall, sink.color_s, sink.write_s))
+
+
+def in_processes(store: Path, k: int, first: int, count: int, threads: int | None) -> None:
+    """Frames ``first .. first+count-1`` split into k contiguous parts, each encoded by
+    its own process of this script (``--encode``) at the same time: what segments would
+    do with nothing shared between them."""
+    import subprocess
+
+    with Store(store) as s:
+        count = count or s.frames - first
+    cuts = [first + count * i // k for i in range(k + 1)]
+    t0, c0 = time.perf_counter(), cpu()
+    extra = ["--threads", str(threads)] if threads else []
+    procs = [subprocess.Popen([sys.executable, __file__, str(store), "--encode", "--first", str(a),
+                               "--count", str(b - a), *extra], stdout=subprocess.PIPE, text=True)
+             for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    lines = [p.communicate()[0].strip().splitlines()[0] for p in procs]
+    wall, used = time.perf_counter() - t0, cpu() - c0
+    print(f"{count} frames in {k} processes: {wall:.2f} s, {count / wall:.1f} frames/s, {used:.1f} CPU s")
+    for line in lines:
+        print("  " + line)
 
 
 def plain(store: Path, frames: range, ks: list[int]) -> None:

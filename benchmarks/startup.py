@@ -2,6 +2,7 @@
 """What a render does before its first kernel, step by step, in one process.
 
     python3 benchmarks/startup.py [JOB.toml]      # default: the light 1080p job
+    python3 benchmarks/startup.py --floor         # the least any pyopencl program takes
 
 Prints the seconds of each step as `farm render` takes them: importing the farm
 (and the libraries it loads), finding OpenCL platforms, choosing the device, the
@@ -9,6 +10,14 @@ plan, the reference orbit, creating the store, the renderer (context, buffers), 
 first kernel builds (from pyopencl's and the driver's caches after the first run),
 and the first frame's preparation; with ``max = "auto"`` the escape pre-pass after the
 references (farm/plan/prepass.py). Run it twice: the second run shows warm caches.
+
+``--floor``: what a Python program needs before any kernel of its own, timed from the
+interpreter's start in fresh processes (five, the median of each step): the
+interpreter, numpy, pyopencl, the OpenCL platforms, a context and queue on the first
+GPU (else the first device), a one-line kernel built from pyopencl's cache, launched
+and finished. A side thread counts while the platforms and the context are made: if
+pyopencl held the interpreter's lock there, the count stops, and nothing Python does
+(the reference orbit, the store) can overlap them.
 """
 
 from __future__ import annotations
@@ -28,7 +37,66 @@ def step(name: str, t: float) -> float:
     return now
 
 
+FLOOR = r"""
+import sys, threading, time
+t = [time.time()]
+import numpy
+t.append(time.time())
+import pyopencl as cl
+t.append(time.time())
+count, stop = [0], [False]
+def spin():
+    while not stop[0]:
+        count[0] += 1
+side = threading.Thread(target=spin)
+side.start(); time.sleep(0.05); c0, s0 = count[0], time.time(); time.sleep(0.05)
+rate = (count[0] - c0) / (time.time() - s0)  # counts a second while the main thread sleeps
+t.append(time.time()); c1 = count[0]
+devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+dev = next((d for d in devices if d.type & cl.device_type.GPU), devices[0])
+t.append(time.time())
+ctx = cl.Context([dev]); queue = cl.CommandQueue(ctx)
+t.append(time.time()); c2 = count[0]
+stop[0] = True; side.join()
+prg = cl.Program(ctx, "kernel void k(global int *a) { a[get_global_id(0)] = 1; }").build()
+buf = cl.Buffer(ctx, cl.mem_flags.WRITE_ONLY, 4096)
+t.append(time.time())
+prg.k(queue, (1024,), None, buf); queue.finish()
+t.append(time.time())
+share = (c2 - c1) / max(1.0, rate * (t[5] - t[3]))
+print(" ".join(f"{x!r}" for x in t), share, dev.name.replace(" ", "_"))
+"""
+FLOOR_STEPS = ["interpreter start", "import numpy", "import pyopencl", "OpenCL platforms and devices",
+               "context and queue", "build a one-line kernel (cached), a buffer", "launch, finish"]
+
+
+def floor(runs: int = 5) -> None:
+    """The --floor table (see the module's docstring)."""
+    import statistics
+    import subprocess
+
+    rows, shares, name = [], [], ""
+    for _ in range(runs):
+        start = time.time()
+        out = subprocess.run([sys.executable, "-c", FLOOR], capture_output=True, text=True, check=True)
+        *stamps, share, name = out.stdout.split()
+        t = [start] + [float(x) for x in stamps]
+        # step 3 is the side thread's own sampling (0.1 s), not start-up: left out
+        rows.append([b - a for k, (a, b) in enumerate(zip(t[:-1], t[1:], strict=True)) if k != 3])
+        shares.append(float(share))
+    width = max(len(s) for s in FLOOR_STEPS)
+    for k, label in enumerate(FLOOR_STEPS):
+        print(f"{label:<{width}}  {statistics.median(r[k] for r in rows):7.3f} s")
+    print(f"{'total (median of the runs)':<{width}}  {statistics.median(sum(r) for r in rows):7.3f} s"
+          f"  on {name}")
+    print(f"a Python thread ran {statistics.median(shares):.0%} of its rate while the platforms "
+          "and the context were made")
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--floor"]:
+        floor()
+        return
     job = Path(sys.argv[1]) if len(sys.argv) > 1 else \
         Path(__file__).resolve().parents[1] / "benchmarks/jobs/light_1080p.toml"
     t = T0
