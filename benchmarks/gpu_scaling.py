@@ -10,8 +10,9 @@ For each job and each configuration, ``farm render --restart`` from scratch:
 * ``mpiN``  ``mpiexec -n N+1``: the master and N worker ranks (one GPU each), with the video;
 * ``Nnv``   one process, N worker threads, ``--no-video`` (the render phase alone).
 
-Each run's row: the whole command's seconds, its timeline (start-up, render phase, the
-kernels' device time summed over GPUs, the video's tail after the last tile), the speed-up
+Each run's row: the whole command's seconds and CPU seconds (with its children's), its
+timeline (start-up, render phase, the kernels' device time summed over GPUs, the video's
+tail after the last tile), the speed-up
 against the job's first configuration, and whether the store's data (every unit's pixel
 channels, histograms, done flags: decoded, so compressed stores compare by their data)
 is bitwise equal to the first configuration's. Stores are deleted once digested: a 1080p
@@ -19,7 +20,8 @@ job writes gigabytes.
 
 ``--ffmpeg-ks`` also times the best plain ffmpeg on the job's frames (benchmarks/datapath.py:
 K processes on K parts of the frames, from raw RGB in memory), the bound a video cannot
-beat. Everything goes to ``$OUT/gpu_scaling.json`` when OUT is set, after every run.
+beat, with their CPU seconds and those of colouring the frames alone. Everything goes to
+``$OUT/gpu_scaling.json`` when OUT is set, after every run.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from datapath import phases, plain_ffmpeg, raw_frames, run, sizes, store_status  # noqa: E402
+from datapath import CPU, phases, plain_ffmpeg, raw_frames, run, sizes, store_status  # noqa: E402
 
 JOBS = ["heavy_1080p", "minibrot_1080p", "light_4k"]
 
@@ -68,6 +70,14 @@ def store_digest(store: Path) -> list[str]:
         flags.update(np.ascontiguousarray(s.done()).data)
         flags.update(np.ascontiguousarray(s.unit_done()).data)
     return [*digests, flags.hexdigest()]
+
+
+def own_cpu() -> float:
+    """CPU seconds of this process (every thread) so far."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def command(config: str, job: Path, store: Path, video: Path, extra: list[str]) -> list[str]:
@@ -110,7 +120,7 @@ def main() -> None:
         for config in configs:
             store, video = work / f"{job.stem}-{config}.h5", work / f"{job.stem}-{config}.mp4"
             wall, _ = run(command(config, job, store, video, extra))
-            row = {"gpus": gpus(config), "wall_s": wall, **sizes(store),
+            row = {"gpus": gpus(config), "wall_s": wall, "cpu_s": CPU["last"], **sizes(store),
                    **phases(store_status(store)["run"])}
             t0 = time.perf_counter()
             digest = store_digest(store)
@@ -131,15 +141,19 @@ def main() -> None:
         base = work / f"{job.stem}-{configs[0]}.h5"
         if args.ffmpeg_ks and base.exists():
             shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else work
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), own_cpu()
             raw, frames, w, h, settings = raw_frames(base, shm)
             rows["colour_only_s"] = time.perf_counter() - t0
-            rows["plain_ffmpeg_s"] = {k: plain_ffmpeg(raw, frames, w, h, settings, int(k), work)
-                                      for k in args.ffmpeg_ks.split(",")}
+            rows["colour_only_cpu_s"] = own_cpu() - c0
+            rows["plain_ffmpeg_s"], rows["plain_ffmpeg_cpu_s"] = {}, {}
+            for k in args.ffmpeg_ks.split(","):
+                rows["plain_ffmpeg_s"][k] = plain_ffmpeg(raw, frames, w, h, settings, int(k), work)
+                rows["plain_ffmpeg_cpu_s"][k] = CPU["last"]
             raw.unlink()
             base.unlink()
-            print(f"{job.stem} colouring alone {rows['colour_only_s']:.2f} s; plain ffmpeg "
-                  f"{rows['plain_ffmpeg_s']}", flush=True)
+            print(f"{job.stem} colouring alone {rows['colour_only_s']:.2f} s "
+                  f"({rows['colour_only_cpu_s']:.1f} CPU s); plain ffmpeg {rows['plain_ffmpeg_s']} "
+                  f"(CPU s {rows['plain_ffmpeg_cpu_s']})", flush=True)
         table(job.stem, rows, configs)
         if out:
             out.write_text(json.dumps(results, indent=1))
@@ -150,7 +164,7 @@ def main() -> None:
 def table(name: str, rows: dict, configs: list[str]) -> None:
     """One line per configuration; speed-ups against the first configuration of the
     same kind (with video / without)."""
-    print(f"\n{name}: {'config':<6} {'whole s':>8} {'start-up':>8} {'render':>7} {'GPU s':>6} "
+    print(f"\n{name}: {'config':<6} {'whole s':>8} {'CPU s':>6} {'start-up':>8} {'render':>7} {'GPU s':>6} "
           f"{'tail':>6} {'x whole':>7} {'x render':>8} identical")
     bases: dict[bool, dict] = {}
     for config in configs:
@@ -158,8 +172,8 @@ def table(name: str, rows: dict, configs: list[str]) -> None:
         nv = config.endswith("nv")
         base = bases.setdefault(nv, r)
         tail = r.get("video_tail_s")
-        print(f"{'':<{len(name) + 1}} {config:<6} {r['wall_s']:8.2f} {r['startup_s']:8.2f} "
-              f"{r['render_phase_s']:7.2f} {r['gpu_s']:6.2f} "
+        print(f"{'':<{len(name) + 1}} {config:<6} {r['wall_s']:8.2f} {r.get('cpu_s', 0):6.1f} "
+              f"{r['startup_s']:8.2f} {r['render_phase_s']:7.2f} {r['gpu_s']:6.2f} "
               f"{'-' if tail is None else f'{tail:.2f}':>6} {base['wall_s'] / r['wall_s']:7.2f} "
               f"{base['render_phase_s'] / r['render_phase_s']:8.2f} {r['identical']}")
     print(flush=True)

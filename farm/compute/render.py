@@ -178,10 +178,12 @@ class _Spares:
     while the launching thread waited for the lock). So a frame's buffers are retired
     behind a marker on the renderer's queue, enqueued by the launching thread after every
     kernel that may read them, and once the device is past it they serve an upload of
-    the same size. At most ``KEEP`` spare buffers: beyond that the oldest are released
-    (frames of other sizes: a new reference, a deeper table). Thread-safe."""
+    the same size. At most ``KEEP`` spare buffers, as many as the frames whose arguments
+    are kept hold (frames are prepared ahead in bursts, so as many are retired at once):
+    beyond that the oldest are released (frames of other sizes: a new reference, a deeper
+    table). Thread-safe."""
 
-    KEEP = 8
+    KEEP = 2 * FramePrep.KEEP
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
