@@ -94,12 +94,18 @@ def floor(runs: int = 5) -> None:
 
 
 def main() -> None:
-    if sys.argv[1:] == ["--floor"]:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("job", nargs="?", type=Path,
+                    default=Path(__file__).resolve().parents[1] / "benchmarks/jobs/light_1080p.toml")
+    ap.add_argument("--floor", action="store_true", help="what any pyopencl program takes (see above)")
+    args = ap.parse_args()
+    if args.floor:
         floor()
         return
-    job = Path(sys.argv[1]) if len(sys.argv) > 1 else \
-        Path(__file__).resolve().parents[1] / "benchmarks/jobs/light_1080p.toml"
-    t = T0
+    job = args.job
+    t = step("arguments", T0)
     import numpy  # noqa: F401
     t = step("import numpy", t)
     import pyopencl  # noqa: F401
