@@ -398,7 +398,7 @@ inline double2 bla_apply(__global const double2 *map, double2 d, double2 dc)
     double2 t = (map[5] + cmul(map[10], dc)) + cmul(map[9], d);                  /* P3 + J d */
     t = (map[2] + cmul(map[6] + cmul(map[11], dc), dc)) + cmul(t, d);               /* P2 + . d */
     t = (map[0] + cmul(map[3] + cmul(map[7] + cmul(map[12], dc), dc), dc)) + cmul(t, d); /* P1 */
-    return cmul(map[1] + cmul(map[4] + cmul(map[8] + cmul(map[13], dc), dc), dc), dc) + cmul(t, d);
+    return cmul(map[1] + cmul(map[4] + cmul(map[8] + cmul(map[13], dc), dc), dc), dc) + cmul(t, d); /* P0 */
 }
 
 /* One derivative step w <- 2 z w + s (z = Z + d before d's step; -DDISTANCE), two FMAs

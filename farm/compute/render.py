@@ -173,9 +173,9 @@ class _Spares:
     """Device buffers of dropped frames' arguments, kept to be used again.
 
     Releasing a buffer on NVIDIA's OpenCL waits for the device's queued work and holds
-    the interpreter's lock meanwhile (py-spy on an H200: 1.4 s of the 3.5 s render phase
-    of the 360-frame minibrot zoom, about a kernel's time at each frame's skip table,
-    while the launching thread waited for the lock). So a frame's buffers are retired
+    the interpreter's lock meanwhile (py-spy on an H200: 1.4 s of a render phase of about
+    3.3 s for the 360-frame minibrot zoom, about a kernel's time at each frame's skip
+    table, while the launching thread waited for the lock). So a frame's buffers are retired
     behind a marker on the renderer's queue, enqueued by the launching thread after every
     kernel that may read them, and once the device is past it they serve an upload of
     the same size. At most ``KEEP`` spare buffers, as many as the frames whose arguments
