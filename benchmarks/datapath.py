@@ -46,7 +46,14 @@ CPU = {"last": 0.0}  # CPU seconds (user + system) of the last command and its c
 
 
 def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children so far."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def own_cpu() -> float:
+    """CPU seconds (user + system) of this process, every thread, so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
 
@@ -238,11 +245,10 @@ def main() -> None:
                 print(f"{job.stem} {name}: {json.dumps(row[name])}", flush=True)
         store = work / f"{job.stem}-new.h5"
         if "ffmpeg" in steps and store.exists():
-            t0, me = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+            t0, c0 = time.perf_counter(), own_cpu()
             raw, frames, w, h, settings = raw_frames(store, shm)
             row["colour_only_s"] = time.perf_counter() - t0  # read, decode, colour: no encoder
-            after = resource.getrusage(resource.RUSAGE_SELF)
-            row["colour_only_cpu_s"] = (after.ru_utime + after.ru_stime) - (me.ru_utime + me.ru_stime)
+            row["colour_only_cpu_s"] = own_cpu() - c0
             print(f"{job.stem} colouring alone into raw RGB: {row['colour_only_s']:.2f} s, "
                   f"{row['colour_only_cpu_s']:.1f} CPU s", flush=True)
             row["plain_ffmpeg_s"], row["plain_ffmpeg_cpu_s"] = {}, {}

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from datapath import CPU, phases, plain_ffmpeg, raw_frames, run, sizes, store_status  # noqa: E402
+from datapath import CPU, own_cpu, phases, plain_ffmpeg, raw_frames, run, sizes, store_status  # noqa: E402
 
 JOBS = ["heavy_1080p", "minibrot_1080p", "light_4k"]
 
@@ -70,14 +70,6 @@ def store_digest(store: Path) -> list[str]:
         flags.update(np.ascontiguousarray(s.done()).data)
         flags.update(np.ascontiguousarray(s.unit_done()).data)
     return [*digests, flags.hexdigest()]
-
-
-def own_cpu() -> float:
-    """CPU seconds of this process (every thread) so far."""
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def command(config: str, job: Path, store: Path, video: Path, extra: list[str]) -> list[str]:

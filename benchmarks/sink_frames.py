@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from datapath import children_cpu, own_cpu  # noqa: E402
 from encode import NullOutput as Dropped  # noqa: E402  (an ordered output that drops the frames)
 
 from farm.color.methods import Style  # noqa: E402
@@ -103,14 +103,8 @@ class Trace:
 
 
 def cpu() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    return own.ru_utime + own.ru_stime + cpu_children()
-
-
-def cpu_children() -> float:
-    """CPU seconds of this process's finished children (ffmpeg)."""
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return kids.ru_utime + kids.ru_stime
+    """CPU seconds of this process and its finished children (ffmpeg)."""
+    return own_cpu() + children_cpu()
 
 
 def main() -> None:
@@ -151,7 +145,7 @@ def main() -> None:
     wall, used = time.perf_counter() - t0, cpu() - c0
     print(f"{len(frames)} frames {w}x{h} ({'x264' if args.encode else 'coloured, dropped'}): "
           f"{wall:.2f} s, {len(frames) / wall:.1f} frames/s, {used:.1f} CPU s "
-          f"({cpu_children():.1f} of them ffmpeg's)")
+          f"({children_cpu():.1f} of them ffmpeg's)")
     print(trace.line(wall, sink.color_s, sink.write_s))
     if args.plain:
         plain(args.store, frames, [int(k) for k in args.plain.split(",")])
@@ -175,7 +169,7 @@ def segmented(store: Path, k: int, threads: int | None) -> None:
     sink.finish().unlink()
     wall, used = time.perf_counter() - t0, cpu() - c0
     print(f"{total} frames in {len(sink.sinks)} segments ({threads or 'default'} frame threads each): "
-          f"{wall:.2f} s, {total / wall:.1f} frames/s, {used:.1f} CPU s ({cpu_children():.1f} of them "
+          f"{wall:.2f} s, {total / wall:.1f} frames/s, {used:.1f} CPU s ({children_cpu():.1f} of them "
           f"ffmpeg's)")
     print(trace.line(wall, sink.color_s, sink.write_s))
 
