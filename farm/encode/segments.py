@@ -144,18 +144,17 @@ class SegmentedSink:
         codec = ff.choose_codec(settings.codec, width - width % 2, height - height % 2)
         self.path = Path(settings.path)
         self.cuts = boundaries(frames, count, settings.fps)
-        # each encoder with x264's own thread count (1.5 a core): with cores / K each,
-        # K = 8 took 3.9x plain ffmpeg's time (x264's threads wait on each other; more
-        # of them than cores keep the cores busy, as K plain processes do)
-        threads = None
         self._bar = Progress(frames, "encode", unit="frames") if progress else None
         shared = _SharedBar(self._bar) if self._bar else None
         self.parts = [segment_path(self.path, k) for k in range(len(self.cuts) - 1)]
         self.sinks: list[FrameSink] = []
         try:
             for k, part in enumerate(self.parts):
+                # each encoder with x264's own thread count (1.5 a core): with cores / K
+                # each, K = 8 took 3.9x plain ffmpeg's time (x264's threads wait on each
+                # other; more of them than cores keep the cores busy, as K plain processes do)
                 output = VideoOutput(replace(settings, path=part, codec=codec), width, height,
-                                     threads=threads, faststart=False)
+                                     faststart=False)
                 self.sinks.append(FrameSink(store_path, output, style, smoothing,
                                             range(self.cuts[k], self.cuts[k + 1]),
                                             colourer=colourer, bar=shared,
