@@ -173,15 +173,15 @@ class _Spares:
     """Device buffers of dropped frames' arguments, kept to be used again.
 
     Releasing a buffer on NVIDIA's OpenCL waits for the device's queued work and holds
-    the interpreter's lock meanwhile (py-spy on an H200: 1.4 s of a render phase of about
-    3.3 s for the 360-frame minibrot zoom, about a kernel's time at each frame's skip
-    table, while the launching thread waited for the lock). So a frame's buffers are retired
-    behind a marker on the renderer's queue, enqueued by the launching thread after every
-    kernel that may read them, and once the device is past it they serve an upload of
-    the same size. At most ``KEEP`` spare buffers, as many as the frames whose arguments
-    are kept hold (frames are prepared ahead in bursts, so as many are retired at once):
-    beyond that the oldest are released (frames of other sizes: a new reference, a deeper
-    table). Thread-safe."""
+    the interpreter's lock meanwhile (py-spy on an H200: 1.4 s of a render phase of
+    about 3.3 s for the 360-frame minibrot zoom, 3.8 ms at each frame's skip table,
+    while the launching thread waited for the lock). So a frame's buffers are retired
+    behind a marker on the renderer's queue, enqueued by the launching thread after
+    every kernel that may read them, and once the device is past it they serve an upload
+    of the same size. At most ``KEEP`` spare buffers, as many as the frames whose
+    arguments are kept hold (frames are prepared ahead in bursts, so as many are retired
+    at once): beyond that the oldest are released (frames of other sizes: a new
+    reference, a deeper table). Thread-safe."""
 
     KEEP = 2 * FramePrep.KEEP
 
