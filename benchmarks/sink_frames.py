@@ -85,6 +85,8 @@ class Trace:
 
     def watch(self, sink: FrameSink) -> FrameSink:
         sink.store.raw = self.timed("read", sink.store.raw)  # type: ignore[method-assign]
+        # (a GPU colourer's frames come as byte planes; their histogram row counts twice)
+        sink.store.planes = self.timed("read", sink.store.planes)  # type: ignore[method-assign]
         sink.store.histogram = self.timed("statistics", sink.store.histogram)  # type: ignore[method-assign]
         write = sink.output.write
 

@@ -65,3 +65,21 @@ class RawFrame:
         """Rows ``y0 .. y1-1`` (a view, no copy); the histogram stays the frame's."""
         return replace(self, iterations=self.iterations[y0:y1], fraction=self.fraction[y0:y1],
                        distance=None if self.distance is None else self.distance[y0:y1])
+
+
+@dataclass(frozen=True)
+class PlanesFrame:
+    """A frame as a compressed store holds it, for a colourer that unshuffles on the
+    device (farm/compute/color.py): each channel's byte planes (uint8, zstd undone, the
+    shuffle of farm/store/codec.py not), for frames of one sample a pixel stored as one
+    tile (1080p and smaller, by default). ``Store.planes`` makes them; the numbers are
+    those of the :class:`RawFrame` that ``Store.raw`` gives for the same frame."""
+
+    index: int
+    shape: tuple[int, int]  # (H, W) in output pixels
+    iterations: np.ndarray  # uint8 (4 * H * W,): byte k of pixel i's count at [k * H * W + i]
+    fraction: np.ndarray  # uint8 (4 * H * W,): the smooth offsets' planes (float32)
+    histogram: np.ndarray  # as RawFrame.histogram
+    distance: np.ndarray | None = None  # uint8 (8 * H * W,): the complex64 estimate's planes
+
+    samples = 1

@@ -37,3 +37,23 @@ __kernel void byte_planes(__global const uchar *in, __global uchar *out, const u
     for (uint k = 0; k < size; ++k)
         out[k * n + e] = inside ? in[src + k] : (uchar)0;
 }
+
+/* The inverse, for a reader that colours on the device (farm/compute/color.py): a chunk's
+ * byte planes, as a compressed store holds them once zstd has been undone, back to its
+ * elements, so the host uploads the planes as they come and shuffles nothing itself.
+ *
+ * Entry point: element_bytes(in, out, size, n), one work-item per element (global size
+ * >= n; extra work-items return):
+ *   in   [size * n] uchar   byte k of element e at in[k * n + e]
+ *   out  [n * size] uchar   element e's bytes at out[e * size .. e * size + size - 1]
+ *   size, n  uint
+ */
+__kernel void element_bytes(__global const uchar *in, __global uchar *out, const uint size,
+                            const uint n)
+{
+    const uint e = get_global_id(0);
+    if (e >= n)
+        return;
+    for (uint k = 0; k < size; ++k)
+        out[e * size + k] = in[k * n + e];
+}

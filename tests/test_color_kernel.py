@@ -14,7 +14,8 @@ from test_color import synthetic_frame
 
 from farm.color import METHODS, Statistics, Style, colour
 from farm.color.palettes import lut
-from farm.raw import RawFrame
+from farm.raw import PlanesFrame, RawFrame
+from farm.store.codec import shuffle
 
 
 @pytest.fixture(scope="module")
@@ -60,3 +61,88 @@ def test_kernel_matches_numpy(cl_device, colourers, frames, method, which, store
     diff = np.abs(got.astype(int) - want)
     assert diff.max() <= 1, f"{(diff > 1).sum()} channel values differ by more than 1"
     assert (diff.max(axis=2) == 0).mean() >= 0.999
+
+
+@pytest.mark.parametrize("method", ["histogram", "shade"])
+@pytest.mark.parametrize("stored", [True, False], ids=["distance", "estimated"])
+def test_byte_planes_colour_as_the_frame_does(cl_device, colourers, frames, method, stored):
+    """A frame handed over as its channels' byte planes (a compressed store's frame,
+    Store.planes) is unshuffled on the device and coloured to the same bytes."""
+    raw = frames["one"]
+    if not stored:
+        raw = RawFrame(raw.index, raw.iterations, raw.fraction, raw.histogram)
+    planes = PlanesFrame(raw.index, raw.shape, shuffle(raw.iterations).ravel(),
+                         shuffle(raw.fraction).ravel(), raw.histogram,
+                         None if raw.distance is None else shuffle(raw.distance.astype(np.complex64)).ravel())
+    stats = Statistics(1, 0).stats(0, lambda g: raw.histogram)
+    style = Style(method=method, lut=lut("classic"), cycles=2.5, density=1.3, line_width=2.0)
+    colourer = colourers(cl_device)
+    want = colourer(raw, stats, style)
+    assert np.array_equal(colourer(planes, stats, style), want)
+    assert np.array_equal(colourer(raw, stats, style), want)  # the lane's buffers, after planes
+
+
+def test_the_sink_colours_a_compressed_store_from_its_byte_planes(cl_device, colourers, tmp_path):
+    """The frame sink hands a colourer that takes planes each frame of a compressed
+    store as its byte planes (Store.planes), and the frames come out as those of the same
+    colourer given the unshuffled arrays."""
+    from conftest import make_spec
+
+    from farm.encode.sink import FrameSink
+    from farm.plan import make_plan
+    from farm.store import layout
+    from farm.store.codec import ZSTD, pack
+    from farm.store.writer import Finished, StoreWriter
+
+    plan = make_plan(make_spec(size=(37, 22), frames=3, width=("3", "0.5"), tile=(64, 64), max_iter=300))
+    path = tmp_path / "s.h5"
+    layout.create(path, plan, codec=ZSTD)
+    rng = np.random.default_rng(5)
+    with StoreWriter(path, plan) as w:
+        for f in range(3):
+            it = rng.integers(0, 300, (22, 37)).astype(np.uint32)
+            it[:, :9] = 0  # interior
+            fr = rng.random((22, 37), dtype=np.float32)
+            counts = np.bincount(it.ravel())
+            bins = np.flatnonzero(counts)
+            packed = pack(ZSTD, [it, fr], (22, 37), (22, 37))
+            w.write([Finished(f, 0, packed.payloads, bins.astype(np.int64), counts[bins].astype(np.int64),
+                              0.01, 1, packed.crc)])
+    colourer = colourers(cl_device)
+    seen = []
+
+    class Kept:
+        ordered = True
+
+        def __init__(self):
+            self.frames = {}
+
+        def prepare(self):
+            pass
+
+        def write(self, f, rgb):
+            self.frames[f] = rgb
+
+        def close(self):
+            return path
+
+        def abort(self):
+            pass
+
+    def planes_taken(raw, stats, style):
+        seen.append(type(raw).__name__)
+        return colourer(raw, stats, style)
+
+    planes_taken.takes_planes = True  # type: ignore[attr-defined]
+    style = Style(method="shade", lut=lut("classic"), cycles=2.5)
+    outputs = {}
+    for name, fn in (("planes", planes_taken), ("arrays", lambda raw, stats, st: colourer(raw, stats, st))):
+        out = Kept()
+        sink = FrameSink(path, out, style, smoothing=1, colourer=fn)
+        for f in range(3):
+            sink.frame_complete(f)
+        sink.finish()
+        outputs[name] = out.frames
+    assert seen == ["PlanesFrame"] * 3
+    for f in range(3):
+        assert np.array_equal(outputs["planes"][f], outputs["arrays"][f])

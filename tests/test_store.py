@@ -13,7 +13,7 @@ from farm import spec as specmod
 from farm.errors import StoreError
 from farm.plan import make_plan
 from farm.store import layout
-from farm.store.codec import RAW, ZSTD, pack
+from farm.store.codec import RAW, ZSTD, pack, shuffle
 from farm.store.reader import Store
 from farm.store.writer import Finished, StoreWriter
 
@@ -91,6 +91,35 @@ def test_tiles_round_trip_through_h5py_and_the_reader(tmp_path, codec):
         assert np.array_equal(hist, np.bincount(it0.ravel(), minlength=plan.bins))
         status = s.status()
         assert status["tiles_done"] == plan.grid.count + 2 and status["frames_complete"] == 1
+
+
+@CODECS
+def test_a_frame_of_one_tile_reads_as_the_planes_of_its_channels(tmp_path, codec):
+    """Store.planes: a compressed store's frame of one tile as its channels' byte planes,
+    the shuffle of what Store.raw gives (a written frame and one never written, zeros);
+    None where the frame has several tiles or the store is not compressed."""
+    plan = make_plan(make_spec(size=(21, 13), frames=2, width=("3", "0.5"), tile=(32, 32), max_iter=100))
+    assert plan.grid.count == 1
+    path = tmp_path / "one.h5"
+    layout.create(path, plan, codec=codec)
+    finished, it, fr = _fake_tile(plan, 0, 0, 7, codec)
+    with StoreWriter(path, plan) as w:
+        w.write([finished])
+    with Store(path) as s:
+        if not codec.compressed:
+            assert s.planes(0) is None
+            return
+        for f in (0, 1):
+            raw, planes = s.raw(f), s.planes(f)
+            assert planes is not None and planes.shape == (13, 21) and planes.distance is None
+            assert np.array_equal(planes.iterations, shuffle(raw.iterations).ravel())
+            assert np.array_equal(planes.fraction, shuffle(raw.fraction).ravel())
+            assert np.array_equal(planes.histogram, raw.histogram)
+        assert np.array_equal(s.raw(0).iterations, it) and not s.planes(1).iterations.any()
+    several = tmp_path / "several.h5"
+    layout.create(several, _plan(), codec=codec)
+    with Store(several) as s:
+        assert s.planes(0) is None
 
 
 def test_compressed_store_is_smaller_on_disk(tmp_path):

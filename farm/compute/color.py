@@ -13,6 +13,12 @@ coloured, another reads its next frame from the store. A call enqueues its uploa
 without waiting (the host arrays are kept alive until the copies are done), the
 kernel after them, and waits once, for the copy of the colours back.
 
+Frames of a compressed store come as their channels' byte planes when the store
+holds a frame as one tile (:meth:`farm.store.reader.Store.planes`): they are uploaded
+as they are and unshuffled on the device (kernels/shuffle.cl, ``element_bytes``), which
+spares the host's numpy unshuffle, 6 of the 14 CPU seconds the sink spent reading the
+360 frames of the 1080p minibrot zoom on a 16-core H200 host (py-spy, BENCHMARKS.md).
+
 A 1080p frame moves 16 MB to the device (counts and offsets, 4 bytes each; 24 MB more
 with a stored distance) and 6 MB back; on a PCIe 5 GPU that is a few milliseconds,
 against ~17 ms per frame when every call allocated its buffers and copied under one
@@ -35,7 +41,7 @@ from farm.compute.device import DeviceInfo, candidates
 from farm.compute.events import wait_quietly
 from farm.compute.programs import build
 from farm.errors import FarmError
-from farm.raw import RawFrame
+from farm.raw import PlanesFrame, RawFrame
 
 GROUP = 64  # work-items per work-group, along a row (PoCL runs a group as one loop)
 METHOD_IDS = {name: k for k, name in enumerate(("histogram", "smooth", "distance", "shade"))}
@@ -43,12 +49,13 @@ assert set(METHOD_IDS) == set(METHODS)
 
 
 class _Lane:
-    """One thread's queue, kernel and buffers."""
+    """One thread's queue, kernels and buffers."""
 
-    def __init__(self, ctx: cl.Context, program: cl.Program):
+    def __init__(self, ctx: cl.Context, program: cl.Program, unshuffle: cl.Program):
         self.ctx = ctx
         self.queue = cl.CommandQueue(ctx)
         self.kernel = cl.Kernel(program, "colour")
+        self.unshuffle = cl.Kernel(unshuffle, "element_bytes")
         self.buffers: dict[str, tuple[cl.Buffer, int]] = {}  # name -> (buffer, its bytes)
         # the frame's uploads' events, kept until its colours are read back: pyopencl's
         # event of a copy from host memory waits for the copy when it is deleted, holding
@@ -71,12 +78,24 @@ class _Lane:
         self.pending.append(cl.enqueue_copy(self.queue, buf, host, is_blocking=False))
         return buf
 
+    def upload_planes(self, name: str, planes: np.ndarray, size: int) -> cl.Buffer:
+        """A channel's byte planes (elements of ``size`` bytes) uploaded as they are, then
+        put back in element order on the device (kernels/shuffle.cl) into the lane's
+        buffer ``name/elements``, enqueued without waiting."""
+        staged = self.upload(name + "/planes", planes)
+        n = planes.size // size
+        buf = self.buffer(name + "/elements", planes.nbytes, cl.mem_flags.READ_WRITE)
+        self.unshuffle(self.queue, (-(-n // GROUP) * GROUP,), (GROUP,), staged, buf,
+                       np.uint32(size), np.uint32(n))
+        return buf
+
 
 class ClColourer:
     def __init__(self, info: DeviceInfo, device: cl.Device):
         self.info = info
         self.ctx = cl.Context([device])
         self.program = build(self.ctx, ("color.cl",))
+        self.unshuffle = build(self.ctx, ("shuffle.cl",))
         mf = cl.mem_flags
         self._to_lin = cl.Buffer(self.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=TO_LINEAR)
         self._to_srgb = cl.Buffer(self.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=TO_SRGB)
@@ -88,7 +107,7 @@ class ClColourer:
     def _lane(self) -> _Lane:
         lane: _Lane | None = getattr(self._local, "lane", None)
         if lane is None:
-            lane = self._local.lane = _Lane(self.ctx, self.program)
+            lane = self._local.lane = _Lane(self.ctx, self.program, self.unshuffle)
         return lane
 
     def _lut(self, table: np.ndarray) -> cl.Buffer:
@@ -101,15 +120,22 @@ class ClColourer:
                                             hostbuf=rgba)
             return self._luts[key]
 
-    def __call__(self, raw: RawFrame, stats: FrameStats, style: Style) -> np.ndarray:
+    takes_planes = True  # a PlanesFrame will do: the device unshuffles (Store.planes)
+
+    def __call__(self, raw: RawFrame | PlanesFrame, stats: FrameStats, style: Style) -> np.ndarray:
         h, w = raw.shape
         s = raw.samples
         out = np.empty((h, w, 3), np.uint8)
         lane = self._lane()
-        iters = lane.upload("iters", raw.iterations.astype(np.uint32, copy=False))
-        frac = lane.upload("frac", raw.fraction.astype(np.float32, copy=False))
-        dist = (lane.upload("dist", raw.distance.astype(np.complex64, copy=False))
-                if raw.distance is not None else self._none)
+        if isinstance(raw, PlanesFrame):
+            iters = lane.upload_planes("iters", raw.iterations, 4)
+            frac = lane.upload_planes("frac", raw.fraction, 4)
+            dist = lane.upload_planes("dist", raw.distance, 8) if raw.distance is not None else self._none
+        else:
+            iters = lane.upload("iters", raw.iterations.astype(np.uint32, copy=False))
+            frac = lane.upload("frac", raw.fraction.astype(np.float32, copy=False))
+            dist = (lane.upload("dist", raw.distance.astype(np.complex64, copy=False))
+                    if raw.distance is not None else self._none)
         cdf = lane.upload("cdf", stats.positions(style.cycles)[0])
         rgb = lane.buffer("rgb", out.nbytes, cl.mem_flags.WRITE_ONLY)
         light = np.array([*style.light_vector, 0.0], np.float32)

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -43,13 +43,15 @@ from farm.cores import usable_cores
 from farm.encode.outputs import Output
 from farm.errors import StoreError, UsageError
 from farm.progress import Progress
-from farm.raw import RawFrame
+from farm.raw import PlanesFrame, RawFrame
 from farm.store.reader import Store
 
 # tests only: seconds each frame waits, so that a test can interrupt a small encode
 TEST_DELAY = float(os.environ.get("FARM_TEST_FRAME_DELAY", "0") or 0)
 
-Colourer = Callable[[RawFrame, FrameStats, Style], np.ndarray]
+# (frame, its statistics, style) -> uint8 (H, W, 3); the frame is a RawFrame, or a
+# PlanesFrame for a colourer whose ``takes_planes`` is true (farm/compute/color.py)
+Colourer = Callable[[Any, FrameStats, Style], np.ndarray]
 
 
 class Bar(Protocol):
@@ -233,7 +235,11 @@ class FrameSink:
         if TEST_DELAY:
             time.sleep(TEST_DELAY)
         stats = self.stats.stats(f, lambda g: self.store.histogram(g, full=False))
-        raw = self.store.raw(f)
+        # a colourer that unshuffles on the device takes the stored byte planes
+        planes = getattr(self.colourer, "takes_planes", False)
+        raw: RawFrame | PlanesFrame | None = self.store.planes(f) if planes else None
+        if raw is None:
+            raw = self.store.raw(f)
         self.stats.forget_before(f - self.threads)
         t0 = time.perf_counter()
         assert self.colourer is not None  # made before the first frame is submitted

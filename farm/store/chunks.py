@@ -128,6 +128,21 @@ class Chunks:
             out.append(self.codec.decode(data, c.dtype, c.shape(th, tw), into))
         return out
 
+    def tile_planes(self, fd: int, frame: int, tile: int, lengths: Sequence[int] | np.ndarray | None,
+                    k: int) -> np.ndarray:
+        """Channel ``k`` of a tile of a compressed store as its byte planes (uint8, the
+        chunk's bytes shuffled as stored: :func:`farm.store.codec.shuffle`), zstd undone,
+        the shuffle not: for a reader that unshuffles on the device."""
+        c = self.channels[k]
+        size = c.nbytes(self.grid.tile_h * self.grid.tile_w)
+        n = self.stored_length(k, lengths)
+        if n == 0:  # never written: the slot's empty chunk, zeros
+            return np.zeros(size, np.uint8)
+        data = os.pread(fd, n, int(self.slots[c.name][frame, tile]))
+        if len(data) < n:
+            raise StoreError(f"tile ({frame}, {tile}) of {c.name}: the file ends inside it")
+        return self.codec.decode_planes(data, size)
+
     def payloads(self, fd: int, frame: int, tile: int,
                  lengths: Sequence[int] | np.ndarray | None) -> list[bytes]:
         """The tile's stored bytes per channel, as written (for its checksum)."""

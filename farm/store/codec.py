@@ -175,6 +175,17 @@ class Codec:
         raw = _decompressor().decompress(payload)
         return unshuffle(raw, dtype, shape, out)
 
+    def decode_planes(self, payload: bytes | memoryview, nbytes: int) -> np.ndarray:
+        """A compressed chunk's byte planes (uint8, ``nbytes``: the chunk's raw size), zstd
+        undone and the shuffle not (:func:`unshuffle` or the device's element_bytes,
+        kernels/shuffle.cl, does that)."""
+        if not self.compressed:
+            raise ValueError("an uncompressed store keeps chunks as they are, not shuffled")
+        planes = np.frombuffer(_decompressor().decompress(payload), np.uint8)
+        if planes.size != nbytes:
+            raise StoreError(f"a compressed chunk holds {planes.size} bytes, not {nbytes}")
+        return planes
+
     def estimate(self, channel: Channel, pixels: int) -> int:
         """Bytes one chunk of ``pixels`` pixels of ``channel`` takes on disk: its raw size,
         or, compressed, the share ESTIMATE gives for its kind of values (the largest

@@ -30,9 +30,9 @@ from farm.estimate import WorkEstimate, eta_seconds, plan_shape
 from farm.plan import ExpmapLayout, Plan, TileGrid, make_plan
 from farm.plan.channels import channels_for
 from farm.plan.references import References
-from farm.raw import RawFrame
+from farm.raw import PlanesFrame, RawFrame
 from farm.store import layout, lock
-from farm.store.chunks import Chunks, channel_codec, read_blocks
+from farm.store.chunks import Chunks, channel_codec, decode_pool, read_blocks
 from farm.store.codec import Codec
 from farm.synth import Raster
 
@@ -326,6 +326,27 @@ class Store:
 
         return RawFrame(frame, full("iterations"), full("fraction"), self.histogram(frame, full=False),
                         full("distance") if "distance" in names else None)
+
+    def planes(self, frame: int) -> PlanesFrame | None:
+        """Frame ``frame`` as its channels' byte planes (:class:`farm.raw.PlanesFrame`),
+        for a colourer that unshuffles on the device; None where the store cannot give
+        them so (uncompressed, an expmap store, several samples a pixel, or a frame of
+        several tiles): read :meth:`raw` instead."""
+        if self.expmap or self.spec.image.samples != 1:
+            return None
+        chunks = self._chunks()
+        if chunks is None or not chunks.codec.compressed or chunks.grid.count != 1:
+            return None
+        grid = chunks.grid
+        if (grid.tile_w, grid.tile_h) != (grid.width, grid.height):
+            return None
+        lengths = self._live(layout.BYTES, frame)
+        fd = self._reader_fd()
+        planes = list(decode_pool().map(lambda k: chunks.tile_planes(fd, frame, 0, lengths[0], k),
+                                        range(len(chunks.channels))))
+        got = {c.name: p for c, p in zip(chunks.channels, planes, strict=True)}
+        return PlanesFrame(frame, (grid.height, grid.width), got["iterations"], got["fraction"],
+                           self.histogram(frame, full=False), got.get("distance"))
 
     # ------------------------------------------------------------------ expmap units
     def unit(self, name: str, u: int) -> np.ndarray:
