@@ -116,15 +116,12 @@ class Chunks:
         th, tw = self.grid.tile_h, self.grid.tile_w
         for k in range(len(self.channels)) if which is None else which:
             c = self.channels[k]
-            n = self.stored_length(k, lengths)
-            if n == 0:  # never written (compressed stores): the slot's empty chunk, zeros
+            data = self._stored(fd, frame, tile, lengths, k)
+            if data is None:  # never written (compressed stores): the slot's empty chunk, zeros
                 chunk = np.zeros(c.shape(th, tw), c.dtype) if into is None else into
                 chunk[...] = 0
                 out.append(chunk)
                 continue
-            data = os.pread(fd, n, int(self.slots[c.name][frame, tile]))
-            if len(data) < n:
-                raise StoreError(f"tile ({frame}, {tile}) of {c.name}: the file ends inside it")
             out.append(self.codec.decode(data, c.dtype, c.shape(th, tw), into))
         return out
 
@@ -133,15 +130,23 @@ class Chunks:
         """Channel ``k`` of a tile of a compressed store as its byte planes (uint8, the
         chunk's bytes shuffled as stored: :func:`farm.store.codec.shuffle`), zstd undone,
         the shuffle not: for a reader that unshuffles on the device."""
-        c = self.channels[k]
-        size = c.nbytes(self.grid.tile_h * self.grid.tile_w)
-        n = self.stored_length(k, lengths)
-        if n == 0:  # never written: the slot's empty chunk, zeros
+        size = self.channels[k].nbytes(self.grid.tile_h * self.grid.tile_w)
+        data = self._stored(fd, frame, tile, lengths, k)
+        if data is None:  # never written: the slot's empty chunk, zeros
             return np.zeros(size, np.uint8)
+        return self.codec.decode_planes(data, size)
+
+    def _stored(self, fd: int, frame: int, tile: int, lengths: Sequence[int] | np.ndarray | None,
+                k: int) -> bytes | None:
+        """The stored bytes of channel ``k`` of a tile, or None if it was never written."""
+        c = self.channels[k]
+        n = self.stored_length(k, lengths)
+        if n == 0:
+            return None
         data = os.pread(fd, n, int(self.slots[c.name][frame, tile]))
         if len(data) < n:
             raise StoreError(f"tile ({frame}, {tile}) of {c.name}: the file ends inside it")
-        return self.codec.decode_planes(data, size)
+        return data
 
     def payloads(self, fd: int, frame: int, tile: int,
                  lengths: Sequence[int] | np.ndarray | None) -> list[bytes]:
