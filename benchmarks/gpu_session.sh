@@ -4,7 +4,7 @@
 # Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [steps]   steps: any of
 #   devices tests kernels quick ptx bench perturb skipping skipvariants farm scaling pipeline
 #   expmap samples zoomskip steprun wholescaling packsweep depth videoprofile segments
-#   floor sinktrace
+#   floor sinktrace limits
 #   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
@@ -220,6 +220,34 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
         python3 benchmarks/sink_frames.py $S --processes 4
         python3 benchmarks/sink_frames.py $S --count 360 --plain 1,4,16 | grep plain
       } 2>&1 | grep -v Warning | tee "$OUT/sinktrace.txt" ;;
+    limits)
+      # issue 21's limits: the whole command against its bound with the CPU each part
+      # takes (x264 as plain ffmpeg, colouring alone, the render without video), what the
+      # store's encoding costs one core, `farm encode` against plain ffmpeg, and start-up
+      log "limits"
+      W=/tmp/farm-limits
+      python3 benchmarks/gpu_scaling.py --jobs heavy_1080p,minibrot_1080p,light_4k --configs 1,1nv \
+        --ffmpeg-ks 1,4,16 --work $W 2>&1 | grep -v Warning | tee "$OUT/limits_whole.txt"
+      for j in minibrot_1080p light_4k; do
+        python3 -m farm render benchmarks/jobs/$j.toml --store $W/$j.h5 --restart --no-video --quiet \
+          > /dev/null 2>&1
+        python3 benchmarks/codec_speed.py $W/$j.h5 --frames 24 --levels 1,-1
+      done 2>&1 | tee "$OUT/limits_codec.txt"
+      S=$W/minibrot_1080p.h5
+      { for i in 1 2; do
+          python3 -c 'import resource, subprocess, sys, time
+t = time.perf_counter(); subprocess.run(sys.argv[1:], check=True); r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"farm encode: {time.perf_counter() - t:.2f} s, {r.ru_utime + r.ru_stime:.1f} CPU s")' \
+            python3 -m farm encode $S --video $W/encode.mp4
+          python3 benchmarks/sink_frames.py $S --encode
+        done
+        python3 benchmarks/sink_frames.py $S
+        python3 benchmarks/sink_frames.py $S --processes 4
+        python3 benchmarks/sink_frames.py $S --count 360 --plain 1,4,16 | grep plain
+      } 2>&1 | grep -v Warning | tee "$OUT/limits_encode.txt"
+      { python3 benchmarks/startup.py --floor
+        for j in heavy_1080p heavy_1080p seahorse_frame_1080p; do python3 benchmarks/startup.py benchmarks/jobs/$j.toml; done
+      } 2>&1 | grep -v Warning | tee "$OUT/limits_startup.txt" ;;
   esac
 done
 log done
