@@ -3,6 +3,7 @@
 
     python3 benchmarks/startup.py [JOB.toml]      # default: the light 1080p job
     python3 benchmarks/startup.py --floor         # the least any pyopencl program takes
+    python3 benchmarks/startup.py --render JOB    # the real `farm render`, time-stamped
 
 Prints the seconds of each step as `farm render` takes them: importing the farm
 (and the libraries it loads), finding OpenCL platforms, choosing the device, the
@@ -10,6 +11,11 @@ plan, the reference orbit, creating the store, the renderer (context, buffers), 
 first kernel builds (from pyopencl's and the driver's caches after the first run),
 and the first frame's preparation; with ``max = "auto"`` the escape pre-pass after the
 references (farm/plan/prepass.py). Run it twice: the second run shows warm caches.
+
+``--render``: `farm render JOB --restart --no-video` itself, in fresh processes (three),
+stopped once its first kernel is enqueued: when each step began and ended, in seconds
+from the process's start (the functions that take them are wrapped; steps on other
+threads overlap).
 
 ``--floor``: what a Python program needs before any kernel of its own, timed from the
 interpreter's start in fresh processes (five, the median of each step): the
@@ -66,6 +72,64 @@ t.append(time.time())
 share = (c2 - c1) / max(1.0, rate * (t[5] - t[3]))
 print(" ".join(f"{x!r}" for x in t), share, dev.name.replace(" ", "_"))
 """
+# --render: the real `farm render` in a fresh process, its steps time-stamped by
+# wrapping the functions that take them, stopped once its first kernel is enqueued
+RENDER = r"""
+import os, sys, threading, time
+marks = [("interpreter running", time.time())]
+def mark(name):
+    marks.append((name, time.time()))
+import farm.cli, farm.run
+from farm.compute import prep, render
+from farm.store import layout
+mark("imports (farm.cli, farm.run)")
+def around(owner, name, label):
+    inner = getattr(owner, name)
+    def wrapped(*a, **k):
+        mark(label + " begins")
+        try:
+            return inner(*a, **k)
+        finally:
+            mark(label + " ends")
+    setattr(owner, name, wrapped)
+around(farm.run, "bind_local", "OpenCL platforms, device")
+around(farm.run, "spawn_helpers", "frame preparation's helpers spawned")
+around(farm.run, "compute_reference", "reference orbit")
+around(farm.run, "with_period_limits", "iteration limits")
+around(layout, "create", "store created")
+around(farm.run, "_run_in_process", "workers")
+around(render.TileRenderer, "__init__", "renderer (context, buffers)")
+around(prep.FramePrep, "__init__", "frame preparation")
+launch = render.TileRenderer.launch
+def first(self, *a, **k):
+    out = launch(self, *a, **k)
+    mark("first kernel enqueued")
+    for name, t in marks:
+        print(repr(t), name.replace(" ", "_"))
+    sys.stdout.flush()
+    os._exit(0)
+render.TileRenderer.launch = first
+farm.cli.main(["render", sys.argv[1], "--store", sys.argv[2], "--restart", "--no-video", "--quiet"])
+"""
+
+
+def render_steps(job: Path, runs: int = 3) -> None:
+    """The --render table (see the module's docstring)."""
+    import subprocess
+
+    for run in range(runs):
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.time()
+            out = subprocess.run([sys.executable, "-c", RENDER, str(job), str(Path(tmp) / "s.h5")],
+                                 capture_output=True, text=True, check=False)
+        lines = [line.split(" ", 1) for line in out.stdout.splitlines() if line.strip()]
+        if not lines or lines[-1][1] != "first_kernel_enqueued":
+            raise SystemExit(f"startup: the render did not reach its first kernel\n{out.stderr[-2000:]}")
+        print(f"run {run + 1}: seconds from the process's start")
+        for t, name in lines:
+            print(f"  {float(t) - start:7.3f}  {name.replace('_', ' ')}")
+
+
 FLOOR_STEPS = ["interpreter start", "import numpy", "import pyopencl", "OpenCL platforms and devices",
                "context and queue", "build a one-line kernel (cached), a buffer", "launch, finish"]
 
@@ -100,9 +164,14 @@ def main() -> None:
     ap.add_argument("job", nargs="?", type=Path,
                     default=Path(__file__).resolve().parents[1] / "benchmarks/jobs/light_1080p.toml")
     ap.add_argument("--floor", action="store_true", help="what any pyopencl program takes (see above)")
+    ap.add_argument("--render", action="store_true",
+                    help="the real `farm render JOB` to its first kernel, its steps time-stamped")
     args = ap.parse_args()
     if args.floor:
         floor()
+        return
+    if args.render:
+        render_steps(args.job)
         return
     job = args.job
     t = step("arguments", T0)
