@@ -247,6 +247,7 @@ print(f"farm encode: {time.perf_counter() - t:.2f} s, {r.ru_utime + r.ru_stime:.
       } 2>&1 | grep -v Warning | tee "$OUT/limits_encode.txt"
       { python3 benchmarks/startup.py --floor
         for j in heavy_1080p heavy_1080p seahorse_frame_1080p; do python3 benchmarks/startup.py benchmarks/jobs/$j.toml; done
+        python3 benchmarks/startup.py --render benchmarks/jobs/heavy_1080p.toml
       } 2>&1 | grep -v Warning | tee "$OUT/limits_startup.txt" ;;
   esac
 done
