@@ -335,10 +335,10 @@ class Store:
         if self.expmap or self.spec.image.samples != 1:
             return None
         chunks = self._chunks()
-        if chunks is None or not chunks.codec.compressed or chunks.grid.count != 1:
+        if chunks is None or not chunks.codec.compressed:
             return None
         grid = chunks.grid
-        if (grid.tile_w, grid.tile_h) != (grid.width, grid.height):
+        if (grid.tile_w, grid.tile_h) != (grid.width, grid.height):  # one tile, the frame
             return None
         lengths = self._live(layout.BYTES, frame)
         fd = self._reader_fd()
