@@ -75,7 +75,7 @@ print(" ".join(f"{x!r}" for x in t), share, dev.name.replace(" ", "_"))
 # --render: the real `farm render` in a fresh process, its steps time-stamped by
 # wrapping the functions that take them, stopped once its first kernel is enqueued
 RENDER = r"""
-import os, sys, threading, time
+import os, sys, time
 marks = [("interpreter running", time.time())]
 def mark(name):
     marks.append((name, time.time()))
@@ -102,7 +102,7 @@ around(render.TileRenderer, "__init__", "renderer (context, buffers)")
 around(prep.FramePrep, "__init__", "frame preparation")
 launch = render.TileRenderer.launch
 def first(self, *a, **k):
-    out = launch(self, *a, **k)
+    launch(self, *a, **k)
     mark("first kernel enqueued")
     for name, t in marks:
         print(repr(t), name.replace(" ", "_"))
