@@ -79,10 +79,8 @@ import os, sys, time
 marks = [("interpreter running", time.time())]
 def mark(name):
     marks.append((name, time.time()))
-import farm.cli, farm.run
-from farm.compute import prep, render
-from farm.store import layout
-mark("imports (farm.cli, farm.run)")
+import farm.cli
+mark("import farm.cli")
 def around(owner, name, label):
     inner = getattr(owner, name)
     def wrapped(*a, **k):
@@ -92,23 +90,34 @@ def around(owner, name, label):
         finally:
             mark(label + " ends")
     setattr(owner, name, wrapped)
-around(farm.run, "bind_local", "OpenCL platforms, device")
-around(farm.run, "spawn_helpers", "frame preparation's helpers spawned")
-around(farm.run, "compute_reference", "reference orbit")
-around(farm.run, "with_period_limits", "iteration limits")
-around(layout, "create", "store created")
-around(farm.run, "_run_in_process", "workers")
-around(render.TileRenderer, "__init__", "renderer (context, buffers)")
-around(prep.FramePrep, "__init__", "frame preparation")
-launch = render.TileRenderer.launch
-def first(self, *a, **k):
-    launch(self, *a, **k)
-    mark("first kernel enqueued")
-    for name, t in marks:
-        print(repr(t), name.replace(" ", "_"))
-    sys.stdout.flush()
-    os._exit(0)
-render.TileRenderer.launch = first
+begins = farm.cli._opencl_begins
+def opencl_begins():
+    # where `farm render` starts OpenCL, before it imports the render's modules and
+    # reads the job: those imports here, then the steps wrapped
+    begins()
+    mark("OpenCL's discovery started (pyopencl imported)")
+    import farm.run
+    from farm.compute import prep, render
+    from farm.store import layout
+    mark("imports (farm.run)")
+    around(farm.run, "bind_local", "OpenCL platforms, device")
+    around(farm.run, "spawn_helpers", "frame preparation's helpers spawned")
+    around(farm.run, "compute_reference", "reference orbit")
+    around(farm.run, "with_period_limits", "iteration limits")
+    around(layout, "create", "store created")
+    around(farm.run, "_run_in_process", "workers")
+    around(render.TileRenderer, "__init__", "renderer (context, buffers)")
+    around(prep.FramePrep, "__init__", "frame preparation")
+    launch = render.TileRenderer.launch
+    def first(self, *a, **k):
+        launch(self, *a, **k)
+        mark("first kernel enqueued")
+        for name, t in marks:
+            print(repr(t), name.replace(" ", "_"))
+        sys.stdout.flush()
+        os._exit(0)
+    render.TileRenderer.launch = first
+farm.cli._opencl_begins = opencl_begins
 farm.cli.main(["render", sys.argv[1], "--store", sys.argv[2], "--restart", "--no-video", "--quiet"])
 """
 

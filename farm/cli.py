@@ -309,7 +309,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 # ---------------------------------------------------------------------------- commands
 
 
+def _opencl_begins() -> None:
+    """OpenCL finds its platforms on a thread of its own while the render's modules
+    are imported and its job is read (farm/compute/clstart.py; a job that is refused
+    then waits for that thread at exit, 0.1 s or so, and nothing is written)."""
+    from farm.compute import clstart
+
+    clstart.begin()
+
+
 def cmd_render(args: argparse.Namespace) -> int:
+    _opencl_begins()
     from farm import spec as specmod
     from farm.color import Style
     from farm.run import render
@@ -318,15 +328,18 @@ def cmd_render(args: argparse.Namespace) -> int:
     Style.from_settings(job.color)  # a gradient file that cannot be read or parsed: before any work
     _warn(specmod.warnings(job))
     film.check_audio(job, args.no_video)
+
     return render(job, store=args.store, video=args.video, options=_render_options(args))
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    _opencl_begins()
     from farm.run import resume
     from farm.store.reader import Store
 
     with Store(args.store) as store:
         film.check_audio(store.spec, args.no_video)
+
     return resume(args.store, video=args.video, options=_render_options(args))
 
 

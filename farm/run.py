@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from farm import spec as specmod
+from farm.compute import clstart
 from farm.compute.device import DeviceInfo, bind_device, bind_local
 from farm.compute.launch import LaunchConfig
 from farm.compute.prep import FramePrep, close_helpers, spawn_helpers
@@ -365,6 +366,7 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
     helpers: list = []
     try:
         bound = bind_local(options.device, options.workers)  # before anything is written
+        clstart.prepare_contexts([device for _, device in bound])  # beside the reference orbit
         # frame preparation's helper processes (GPUs) start now: their imports overlap the
         # store's preparation (the reference orbit, the store's creation)
         configs = [LaunchConfig.for_device(i) for i, _ in bound]
@@ -381,6 +383,8 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
         if sink is not None:
             sink.abort()
         raise
+    finally:
+        clstart.release_unused()
 
 
 def _check_paths(store_path: Path, video: str, options: RenderOptions) -> None:
@@ -419,15 +423,19 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
     if comm.Get_rank() != 0:
         try:
             bound = bind_device(options.device, local_index, options.share_devices)
+            clstart.prepare_contexts([bound[1]])  # while the master computes the references
         except FarmError as err:
             problem = (type(err).__name__, f"rank {comm.Get_rank()} on {host}: {err}")
     problems = [p for p in comm.gather(problem, root=0) or [] if p]
     if comm.Get_rank() != 0:
-        plan, codec = comm.bcast(None, root=0)
-        if plan is not None:
-            refs = _bcast_references(comm, None)
-            if bound is not None:
-                _mpi_worker(comm, plan, refs, codec, bound, local_workers)
+        try:
+            plan, codec = comm.bcast(None, root=0)
+            if plan is not None:
+                refs = _bcast_references(comm, None)
+                if bound is not None:
+                    _mpi_worker(comm, plan, refs, codec, bound, local_workers)
+        finally:
+            clstart.release_unused()
         return 0
     plan, refs, codec = None, None, None
     held = contextlib.ExitStack()  # the store's lock, from the path check to the video

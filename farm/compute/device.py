@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import pyopencl as cl
 
+from farm.compute import clstart
 from farm.errors import DeviceError, UsageError
 
 # Vendor OpenCL libraries that an ICD file must name for the loader to see them.
@@ -77,6 +78,7 @@ def _kind(dev: cl.Device) -> str:
 
 def list_devices() -> list[tuple[DeviceInfo, cl.Device]]:
     """Every device of every platform; an empty list when no platform is registered."""
+    clstart.wait_platforms()  # a discovery begun beside the imports: the loader starts once
     try:
         platforms = cl.get_platforms()
     except cl.Error:  # the ICD loader found no platform at all

@@ -61,7 +61,7 @@ import pyopencl as cl
 import pyopencl.cltypes as clt
 
 import farm.numerics as num
-from farm.compute import programs
+from farm.compute import clstart, programs
 from farm.compute.device import DeviceInfo
 from farm.compute.events import wait_quietly
 from farm.compute.launch import LaunchConfig
@@ -289,7 +289,7 @@ class TileRenderer:
         self.counters = Counters()  # kernel builds and per-frame preparation, in seconds
         self.config = config or LaunchConfig.for_device(info)
         self.interior = self.config.interior if interior is None else interior
-        self.ctx = cl.Context([device])
+        self.ctx = clstart.context(device)  # made beside the reference orbit where it could be
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.options = programs.device_options(device, self.config.local_bins) + channel_options(plan)
         if self.config.pixel_blocks:
