@@ -17,7 +17,8 @@ from tests.conftest import checkout_env
 
 def _double_on(ctx: cl.Context) -> np.ndarray:
     queue = cl.CommandQueue(ctx)
-    prg = cl.Program(ctx, "kernel void k(global int *a) { a[get_global_id(0)] = 2 * get_global_id(0); }").build()
+    source = "kernel void k(global int *a) { a[get_global_id(0)] = 2 * get_global_id(0); }"
+    prg = cl.Program(ctx, source).build()
     buf = cl.Buffer(ctx, cl.mem_flags.WRITE_ONLY, 4 * 64)
     prg.k(queue, (64,), None, buf)
     out = np.empty(64, np.int32)

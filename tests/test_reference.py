@@ -104,6 +104,26 @@ def test_scan_sees_an_attracting_cycle_and_goes_on_past_a_repelling_one():
     assert misiurewicz.returns == 0 and misiurewicz.periods[0] > 50  # c = i: i -> -1+i -> -i
 
 
+def test_a_centre_deep_in_a_minibrot_is_known_one_period_in(monkeypatch):
+    """At the smallest disc's period, a centre deep in that period's component is
+    confirmed by Newton's method at once (farm/numerics/scan.py ``_inside``): the scan
+    stops after one period, with the cycle that Brent's returns find laps later."""
+    from farm.numerics import scan as scan_mod
+
+    c = per.point(per.nucleus(per.parse(SEAHORSE, 300), 998, 300), 300)
+    centre = (c.re, c.im)
+    quick = per.scan(centre, 300, [-200.0], 20000)
+    monkeypatch.setattr(scan_mod._State, "_inside", lambda self, n: None)
+    brent = per.scan(centre, 300, [-200.0], 20000)
+    assert quick.periods == brent.periods == (998,)
+    assert quick.returns == brent.returns == 998
+    assert quick.steps == 998 < 2 * 998 < brent.steps
+    assert quick.cycle is not None and brent.cycle is not None
+    assert quick.cycle.log2_de == pytest.approx(brent.cycle.log2_de, abs=1e-9)
+    assert quick.cycle.multiplier == pytest.approx(brent.cycle.multiplier, rel=1e-6, abs=1e-300)
+    assert len(quick.orbit) == 999 and np.array_equal(quick.orbit.mant, brent.orbit.mant[:999])
+
+
 def test_points_round_trip_and_offsets_are_exact():
     c = per.nucleus(per.parse(SEAHORSE, 300), 998, 300)
     p = per.point(c, 300)
