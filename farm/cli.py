@@ -328,7 +328,6 @@ def cmd_render(args: argparse.Namespace) -> int:
     Style.from_settings(job.color)  # a gradient file that cannot be read or parsed: before any work
     _warn(specmod.warnings(job))
     film.check_audio(job, args.no_video)
-
     return render(job, store=args.store, video=args.video, options=_render_options(args))
 
 
@@ -339,7 +338,6 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     with Store(args.store) as store:
         film.check_audio(store.spec, args.no_video)
-
     return resume(args.store, video=args.video, options=_render_options(args))
 
 
