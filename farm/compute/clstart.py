@@ -98,11 +98,15 @@ def begin() -> None:
             return
         _started = True
         _platforms_done.clear()
-    import pyopencl  # noqa: F401  (its ICD loader, as pyopencl sets it up: see the docstring)
+    try:
+        import pyopencl  # noqa: F401  (its ICD loader, as pyopencl sets it up: see the docstring)
 
-    atexit.register(_settle)
-    threading.Thread(target=_discover, args=(_loaded_loader(),), name="farm-cl-platforms",
-                     daemon=True).start()
+        atexit.register(_settle)
+        threading.Thread(target=_discover, args=(_loaded_loader(),), name="farm-cl-platforms",
+                         daemon=True).start()
+    except BaseException:
+        _platforms_done.set()  # nobody waits for a discovery that never began
+        raise
 
 
 def _settle() -> None:
