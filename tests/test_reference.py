@@ -86,6 +86,29 @@ def test_attracting_cycle_and_interior_distance():
     b = 2 ** cycle.log2_de
     assert b / 4 <= d <= b
     assert per.attracting_cycle(per.parse(("0", "1"), 200), 2, 200) is None  # repelling
+    # f^2 fixes the fixed point too: it is a cycle of period 1, not 2 (nor 3 for f^3)
+    assert per.attracting_cycle(per.parse(("-0.1", "0.1"), 200), 2, 200) is None
+    assert per.attracting_cycle(per.parse(("-0.1", "0.1"), 200), 3, 200) is None
+
+
+def test_a_long_cycle_at_a_modest_precision_is_found_at_its_floor(monkeypatch):
+    """The Seahorse centre lies in a period-8007 component (|lambda| 0.925, 6e-33 from
+    its nucleus). At 128 bits Newton's residual stalls near 1e-23, far above 2^-120:
+    the method stops at that floor and finds the cycle one lap in, as Brent's returns
+    (where the 128-bit orbit has become exactly periodic) find it three laps in: the
+    scan stops at 8007 steps, with the same interior distance."""
+    from farm.numerics import scan as scan_mod
+
+    c = per.parse(SEAHORSE, 128)
+    cycle = per.attracting_cycle(c, 8007, 128)
+    assert cycle is not None and cycle.multiplier == pytest.approx(0.92519, abs=1e-4)
+    quick = per.scan(SEAHORSE, 128, [-100.0], 50000)
+    monkeypatch.setattr(scan_mod._State, "_inside", lambda self, n: None)
+    brent = per.scan(SEAHORSE, 128, [-100.0], 50000)
+    assert quick.returns == brent.returns == 8007
+    assert quick.steps == 8007 < 3 * 8007 <= brent.steps
+    assert quick.cycle is not None and brent.cycle is not None
+    assert quick.cycle.log2_de == pytest.approx(brent.cycle.log2_de, abs=1e-6)
 
 
 def test_exterior_distance_estimate():

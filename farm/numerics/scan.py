@@ -180,15 +180,14 @@ class _State:
 
     def _inside(self, n: int) -> Scan | None:
         """At the smallest disc's period n: is c inside a component of period n?
-        Newton's method at full precision answers (period.attracting_cycle), asked only
-        where the first lap contracts, |prod_{j<=n} 2 z_j| < 1, as it does when c is
-        deep in the component (the first lap, from 0, then runs close to the cycle). A
-        centre in a minibrot is known here, n steps in, where Brent's returns (below)
-        need two laps more past the next power of two. Near a component's edge the
-        first lap does not contract yet, and Newton's method started there failed
-        (0.15 s lost at period 8007 on the Seahorse centre): those centres are left to
-        Brent's returns, as is every centre where Newton's method fails here."""
-        if self.lap_log2 >= 0 or not self.watch or self.pending is not None:
+        Newton's method at full precision answers (period.attracting_cycle, which also
+        refuses a cycle of a divisor's period), asked only where the first lap's
+        multiplier |prod_{j<=n} 2 z_j| is below 2, the bound at which that method gives
+        up. A centre in a minibrot, or near a component's edge (the Seahorse centre:
+        |lambda| 0.925), is known here, n steps in, where Brent's returns (below) need
+        two laps more past the next power of two; where Newton's method fails here,
+        the scan goes on."""
+        if self.lap_log2 >= 1 or not self.watch or self.pending is not None:
             return None
         cycle = per.attracting_cycle(self.c, n, self.bits, self.run.value())
         return None if cycle is None else self.result(n, returns=n, cycle=cycle)
