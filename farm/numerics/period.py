@@ -141,8 +141,7 @@ class GmpyOrbiter:
         fx, fy = float(self._x), float(self._y)
         if max(abs(fx), abs(fy)) >= TINY:
             return fx, fy, 0
-        (ex, mx), (ey, my) = gmpy2.frexp(self._x), gmpy2.frexp(self._y)
-        return pair(float(mx), ex, float(my), ey)
+        return _tiny_pair(self._x, self._y)
 
     def value(self) -> mpc:
         with _prec(self.bits):
@@ -156,6 +155,14 @@ class GmpyOrbiter:
 
 
 TINY = 2.0**TINY_LOG2
+
+
+def _tiny_pair(x: mpfr, y: mpfr) -> tuple[float, float, int]:
+    """z = x + i y, too small for doubles as they are, as orbit.py's pair."""
+    (ex, mx), (ey, my) = gmpy2.frexp(x), gmpy2.frexp(y)
+    return pair(float(mx), ex, float(my), ey)
+
+
 COMPLEX_BITS = 4096  # below this, orbits step as one complex number (ComplexOrbiter)
 
 
@@ -184,8 +191,7 @@ class ComplexOrbiter:
         w = complex(self._z)
         if max(abs(w.real), abs(w.imag)) >= TINY:
             return w.real, w.imag, 0
-        (ex, mx), (ey, my) = gmpy2.frexp(self._z.real), gmpy2.frexp(self._z.imag)
-        return pair(float(mx), ex, float(my), ey)
+        return _tiny_pair(self._z.real, self._z.imag)
 
     def value(self) -> mpc:
         return self._z
