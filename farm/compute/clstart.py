@@ -140,11 +140,12 @@ def _make_contexts(path: str | None, devices: list[int]) -> None:
 def prepare_contexts(devices: list[Any]) -> None:
     """Make a context for each of these pyopencl devices on a daemon thread, through
     the ICD loader pyopencl itself uses (so that pyopencl can take them over)."""
-    wanted = sorted({d.int_ptr for d in devices} - set(_contexts))
+    _contexts_done.wait()  # one such thread at a time, and its contexts counted below
+    with _lock:
+        wanted = sorted({d.int_ptr for d in devices} - set(_contexts))
     path = _loaded_loader()
     if not wanted or path is None:
         return
-    _contexts_done.wait()  # one such thread at a time
     _contexts_done.clear()
     threading.Thread(target=_make_contexts, args=(path, wanted), name="farm-cl-contexts",
                      daemon=True).start()
