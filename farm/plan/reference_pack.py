@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from farm.numerics import period as per
-from farm.numerics.orbit import Orbit
 from farm.plan.references import Reference, References
+
+# farm.numerics (mpmath, gmpy2) is imported where used: see farm/plan/references.py
 
 
 def pack(refs: References) -> tuple[dict, np.ndarray]:
@@ -15,6 +15,8 @@ def pack(refs: References) -> tuple[dict, np.ndarray]:
     store's small datasets and MPI's pickled broadcast; "exps" as an int32 array, the
     orbits' exponents), and every orbit back to back as one (sum L, 2) float64 array
     of mantissas (farm/numerics/orbit.py; one buffer to write or broadcast)."""
+    from farm.numerics.orbit import Orbit
+
     lengths = [len(r.points) for r in refs.refs]
     both = Orbit.concat([r.points for r in refs.refs])
     meta = {
@@ -31,6 +33,9 @@ def pack(refs: References) -> tuple[dict, np.ndarray]:
 def unpack(meta: dict, orbits: np.ndarray) -> References:
     """Inverse of :func:`pack` (without "exps" and "wrap", as a store written before
     they were kept: orbits of doubles that wrap to 0)."""
+    from farm.numerics import period as per
+    from farm.numerics.orbit import Orbit
+
     starts = [int(s) for s in meta["starts"]]
     exps = meta.get("exps")
     if exps is None:

@@ -39,13 +39,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-import farm.numerics as num
-from farm.numerics import period as per
-from farm.numerics.orbit import Derivative, Orbit
-from farm.numerics.scan import Scan
+if TYPE_CHECKING:  # the rest where used: mpmath and gmpy2 take 40-60 ms to import, and
+    # reading a store (farm encode, frames, status) needs only this module's classes
+    from farm.numerics import period as per
+    from farm.numerics.orbit import Orbit
+    from farm.numerics.scan import Scan
 
 NUCLEUS_REACH = 4.0  # a nucleus serves a frame when it is within this many disc radii
 MISIUREWICZ = True  # a Misiurewicz point at or near the centre serves the frames it reaches
@@ -153,6 +155,8 @@ def lambda_prime(points: Orbit) -> tuple[float, float]:
 def select(plan, progress: Callable[[str], None] | None = None) -> References | None:
     """The references of ``plan``'s perturbed frames (None when no frame is perturbed).
     ``progress(text)`` hears about each step (for the command line)."""
+    from farm.numerics import period as per
+
     frames = plan.perturbed
     if not frames:
         return None
@@ -207,6 +211,8 @@ def misiurewicz_reference(plan, frames, scan: Scan, bits: int,
     deepest pixel spacing (its scanned orbit is then the reference's: no more work),
     else the point Newton's method reaches from the centre, and its orbit (None when
     Newton fails, or lands on a point of preperiod below 2: a nucleus)."""
+    from farm.numerics import period as per
+
     assert scan.repeat is not None and scan.orbit is not None
     k, q = scan.repeat
     center = plan.spec.view.center
@@ -236,6 +242,8 @@ def _choose_nuclei(plan, frames, radii: list[float], periods: Sequence[int],
     nucleus. A zoom into a Misiurewicz point meets a new period at every frame; this
     way it needs a few nuclei, not one per frame (each costs several passes over its
     period at full precision)."""
+    from farm.numerics import period as per
+
     center = plan.spec.view.center
     found: dict[int, tuple[Reference, float] | None] = {}  # period -> (nucleus, log2 dist)
     choice: dict[int, Reference | None] = {}
@@ -274,6 +282,8 @@ def _fate(scan: Scan) -> Fate:
 def fate_of(plan) -> Fate:
     """The centre's fate for a plan without perturbed frames (select() finds it
     otherwise): a scan at the deepest frame's precision."""
+    from farm.numerics import period as per
+
     bits = max(f.bits for f in plan.frames)
     max_iter = max(f.max_iter for f in plan.frames)
     steps, _ = _scan_steps(max_iter, bits)
@@ -388,6 +398,8 @@ def _grid_maker(plan, refs: References | None, skip: set[int]):
     coarse grid, iterated directly where doubles resolve it, else against the frame's
     reference (expmap: the centre's; frames without one, the centre's orbit computed
     here); None for the frames in ``skip`` and below double's range."""
+    import farm.numerics as num
+    from farm.numerics import period as per
     from farm.plan import prepass
 
     center = plan.spec.view.center
@@ -434,6 +446,8 @@ def period_limits(plan, refs: References | None) -> list[int]:
     frame 5 (period 8007, around the minibrot) 99% of the counts below 4.4 p. A zoom
     that ends near the minibrot needs more: centred on that nucleus at width 2e-31
     (about ten minibrot sizes), 4 p left every pixel of a 1280x720 frame black."""
+    from farm.numerics import period as per
+
     needs = [0] * len(plan.frames)
     if refs is None or plan.layout is not None:
         return needs
@@ -457,6 +471,8 @@ def period_limits(plan, refs: References | None) -> list[int]:
 def describe(refs: References, plan, most: int = 8) -> list[str]:
     """One line per reference (the first ``most`` - 1 and the last, when there are
     more): what it is, how far from the centre, which frames (expmap: units) it serves."""
+    from farm.numerics import period as per
+
     center = plan.spec.view.center
     w = plan.spec.size[0]
     what_of = "frame" if plan.layout is None else "unit"  # expmap: the references serve units
@@ -502,6 +518,8 @@ def nucleus_reference(center: Sequence[str], p: int, bits: int, plan,
     centre is that nucleus to within 2^-64 of the deepest pixel (Newton's step from
     it, |z_p / dz_p|, from the centre's scan at the same precision: a centre that `farm
     find` wrote), the scanned orbit is the reference: no pass more at full precision."""
+    from farm.numerics import period as per
+
     if scanned is not None and _is_nucleus(scanned, p, plan):
         c = per.parse(center, bits)
         assert scanned.orbit is not None
@@ -520,6 +538,8 @@ def _is_nucleus(scanned: Scan, p: int, plan) -> bool:
     """Whether Newton's step from the scanned centre to a root of z_p, |z_p / dz_p| (the
     derivative in doubles along the scanned orbit), is below 2^-64 of the deepest
     perturbed frame's pixel."""
+    from farm.numerics.orbit import Derivative
+
     got = scanned.orbit
     if got is None or len(got) <= p:
         return False
@@ -535,6 +555,8 @@ def center_reference(center: Sequence[str], bits: int, iterations: int, plan,
                      scanned: Scan | None = None) -> Reference:
     """The centre's orbit to ``iterations`` (or its escape); the centre's scan at the
     same precision and escape radius 2, when it covers that far, is taken as it is."""
+    from farm.numerics import period as per
+
     c = per.parse(center, bits)
     got = None if scanned is None else scanned.orbit
     if scanned is not None and got is not None and _r2(plan) == 4.0 and (
