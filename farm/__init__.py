@@ -5,6 +5,7 @@ Data flow: job spec (farm.spec) -> plan (farm.plan) -> schedule (farm.schedule)
 (farm.color) -> encode (farm.encode). The command line is farm.cli.
 """
 
+import os
 import sys
 
 __version__ = "0.1.0"
@@ -16,3 +17,9 @@ __version__ = "0.1.0"
 # helpers (a 1e-10000 zoom's first frames failed in them on mpmath 1.3).
 if hasattr(sys, "set_int_max_str_digits"):
     sys.set_int_max_str_digits(0)
+
+# numpy's OpenBLAS starts a thread per core when numpy is imported (0.06 CPU s on the
+# 2-core machine, more on a 16-core host) and the farm multiplies no matrices: one
+# thread, unless the user says otherwise. Read when numpy is first imported, so only
+# where this package comes first (the `farm` command and its processes do).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
