@@ -295,9 +295,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `farm ... | head`: the reader left; not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         status = 0
-    from farm.schedule.transport import leave
+    if "mpi4py.MPI" in sys.modules:  # under MPI: every rank takes the master's status
+        from farm.schedule.transport import leave
 
-    status = leave(status)
+        status = leave(status)
     render = sys.modules.get("farm.compute.render")
     if render is not None and render.kernels_abandoned():  # a stop left kernels running
         sys.stdout.flush()

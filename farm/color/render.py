@@ -82,10 +82,9 @@ def steady_malloc() -> None:
     measured). Raises glibc's mmap threshold to 32 MB and its trim threshold to 256 MB
     (what MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_ would set). No-op elsewhere."""
     import ctypes
-    import ctypes.util
 
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)  # the process's own symbols, libc's among them
         libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
         libc.mallopt(-1, 256 << 20)  # M_TRIM_THRESHOLD
     except (OSError, AttributeError):
