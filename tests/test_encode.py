@@ -17,7 +17,7 @@ import h5py
 import imageio_ffmpeg
 import numpy as np
 import pytest
-from conftest import job_text, run_farm
+from conftest import checkout_env, job_text, run_farm
 from PIL import Image
 
 from farm import spec as specmod
@@ -268,6 +268,46 @@ def test_an_encoder_failure_is_one_error_and_no_file(store, tmp_path):
         encode_video(store, spec.color, VideoSettings(tmp_path / "x.mp4", 10, codec="h264_nvenc"),
                      progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_farm_encode_does_not_import_the_orbit_libraries(store, tmp_path):
+    # mpmath and gmpy2 (40-60 ms of imports) are for reference orbits: a command that
+    # only reads a store must not wait for them (farm/plan/references.py)
+    code = (f"import sys; from farm.cli import main; "
+            f"status = main(['encode', {str(store)!r}, '--video', {str(tmp_path / 'v.mp4')!r}]); "
+            f"print(status, [m for m in ('mpmath', 'gmpy2') if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], env=checkout_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert done.stdout.split() == ["0", "[]"], done.stderr
+    assert (tmp_path / "v.mp4").stat().st_size > 0
+
+
+def test_a_video_aborted_while_its_encoder_starts_leaves_nothing_running(tmp_path):
+    # prepare() starts ffmpeg on a thread of its own; abort() right after must wait for
+    # it and stop the encoder, not leave one starting behind it
+    from farm.encode.outputs import VideoOutput
+
+    for _ in range(3):
+        out = VideoOutput(VideoSettings(tmp_path / "v.mp4", 10, codec="libx264"), 64, 48)
+        out.prepare()
+        out.abort()
+        assert out.encoder is not None and out.encoder.proc.poll() is not None
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_an_encoder_that_cannot_start_fails_the_first_write(tmp_path, monkeypatch):
+    from farm.encode.outputs import VideoOutput
+
+    asked = []
+    monkeypatch.setattr(ffmpegmod, "ffmpeg_binary", lambda: asked.append(1) or str(tmp_path / "none"))
+    out = VideoOutput(VideoSettings(tmp_path / "v.mp4", 10, codec="libx264"), 64, 48)
+    out.prepare()
+    with pytest.raises(FileNotFoundError):
+        out.write(0, np.zeros((48, 64, 3), np.uint8))
+    with pytest.raises(FileNotFoundError):  # the same failure, not a second start
+        out.close()
+    out.abort()
+    assert len(asked) == 1 and list(tmp_path.iterdir()) == []
 
 
 def test_bad_palette_file_stops_render_before_any_work(tmp_path, write_job):

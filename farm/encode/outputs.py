@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
+import threading
 import zlib
 from pathlib import Path
 from typing import Protocol
@@ -75,8 +76,10 @@ def png_name(f: int) -> str:
 
 
 class VideoOutput:
-    """The video; ffmpeg starts on the sink's thread (so a render does not wait for the
-    codec choice and ffmpeg's start) before the first frame is ready (:meth:`prepare`)."""
+    """The video. :meth:`prepare` starts ffmpeg on a thread of its own (finding the
+    binary, choosing the codec and starting it took 20-30 ms on the 2-core machine),
+    so that the first frames are read and coloured meanwhile; :meth:`write` waits for
+    it. A failure to start is raised by the next write or close."""
 
     ordered = True
 
@@ -86,15 +89,32 @@ class VideoOutput:
         self.settings, self.size = settings, (width, height)
         self.threads, self.faststart = threads, faststart
         self.encoder: VideoEncoder | None = None
+        self._lock = threading.Lock()
+        self._failed: BaseException | None = None
+        self._starting: threading.Thread | None = None
 
     def _start(self) -> VideoEncoder:
-        if self.encoder is None:
-            self.encoder = VideoEncoder(self.settings, *self.size, threads=self.threads,
-                                        faststart=self.faststart)
-        return self.encoder
+        with self._lock:
+            if self._failed is not None:
+                raise self._failed
+            if self.encoder is None:
+                try:
+                    self.encoder = VideoEncoder(self.settings, *self.size, threads=self.threads,
+                                                faststart=self.faststart)
+                except BaseException as err:
+                    self._failed = err
+                    raise
+            return self.encoder
+
+    def _start_beside(self) -> None:
+        with contextlib.suppress(BaseException):  # kept in self._failed for write and close
+            self._start()
 
     def prepare(self) -> None:
-        self._start()
+        if self._starting is None:
+            self._starting = threading.Thread(target=self._start_beside, name="farm-ffmpeg-start",
+                                              daemon=True)
+            self._starting.start()
 
     def write(self, f: int, rgb: np.ndarray) -> None:
         self._start().write(rgb)
@@ -103,6 +123,8 @@ class VideoOutput:
         return self._start().close()
 
     def abort(self) -> None:
+        if self._starting is not None:
+            self._starting.join()  # an encoder being started is stopped too
         if self.encoder is not None:
             self.encoder.abort()
 

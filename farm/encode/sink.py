@@ -185,9 +185,9 @@ class FrameSink:
         pending: collections.deque[tuple[int, Future[np.ndarray | None]]] = collections.deque()
         nxt = 0
         try:
+            self.output.prepare()  # the encoder starts before the first frame is ready
             if self.colourer is None:
                 self.colourer = default_colourer()
-            self.output.prepare()  # the encoder starts before the first frame is ready
             while True:
                 with self._cond:
                     while True:
