@@ -116,7 +116,7 @@ def _tables(palette: np.ndarray, interior: tuple[int, int, int]) -> tuple[np.nda
 
 def _interior(idx: np.ndarray, raw: RawFrame) -> np.ndarray:
     """Point interior pixels of a palette index array at the interior colour."""
-    np.putmask(idx, raw.iterations == 0, INTERIOR)
+    np.copyto(idx, INTERIOR, where=raw.iterations == 0)
     return idx
 
 

@@ -90,7 +90,7 @@ def palette_entries(raw: RawFrame, stats: FrameStats, cycles: float, interior: i
     """The histogram method's table entry of each pixel (intp (H, W)): :func:`positions`
     of the escape time, ``interior`` for interior pixels."""
     idx = positions(escape_times(raw), stats, cycles)
-    np.putmask(idx, raw.iterations == 0, interior)
+    np.copyto(idx, interior, where=raw.iterations == 0)
     return idx
 
 
@@ -189,15 +189,15 @@ def shade_estimated(raw: RawFrame, stats: FrameStats, planes: np.ndarray, interi
     has_inside = bool(inside.any())
     idx = positions(mu, stats, cycles)
     if has_inside:
-        np.putmask(idx, inside, interior)
-        np.putmask(mu, inside, np.nan)
+        np.copyto(idx, interior, where=inside)
+        np.copyto(mu, np.nan, where=inside)
     lam = lambert(*double_gradient(mu), light, relief)
     if has_inside:
         near = np.isnan(lam)
         np.greater(near, inside, out=near)  # NaN but not interior: next to it
         flat = np.flatnonzero(near)
         lam.ravel()[flat] = near_interior(mu, flat, light, relief)
-        np.putmask(lam, inside, F32(1.0))  # flat ground: a = 1, G = 0, the interior colour
+        np.copyto(lam, F32(1.0), where=inside)  # flat ground: a = 1, G = 0, the interior colour
     # a = min(L, 1 + gloss - gloss L); G = 255 gloss max(L - 1, 0) + 0.5 (rounding)
     t = np.multiply(lam, F32(gloss))
     a = np.subtract(F32(1.0 + gloss), t)
