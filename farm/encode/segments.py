@@ -78,8 +78,8 @@ def boundaries(frames: int, count: int, fps: int) -> list[int]:
     quantum = frame_quantum(fps)
     unit = -(-SHORTEST // quantum) * quantum  # the shortest whole segment
     count = max(1, min(count, frames // unit))
-    step = (frames // count) // quantum * quantum  # >= unit when count > 1
-    return [k * step for k in range(count)] + [frames]
+    quanta = frames // quantum  # shared out evenly; the last segment also takes the rest
+    return [quanta * k // count * quantum for k in range(count)] + [frames]
 
 
 def segment_path(video: Path, k: int) -> Path:

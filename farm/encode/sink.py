@@ -12,14 +12,17 @@ are read through one store reader kept open for the sink's life
 lengths, histogram rows, done flags) it reads with pread, past HDF5's caches. Work is
 off the caller's thread: a scheduler thread hands ready frames, in output order, to a
 few frame threads (read, colour on every core, and for PNG outputs compress and
-write); for a video it then pipes the coloured frames to ffmpeg in order.
+write); for a video it then pipes the coloured frames to ffmpeg in order, and closes
+the output as soon as the last frame is written (ffmpeg then encodes the frames it still
+holds: x264's lookahead, a third of a second at 1080p; each segment of a segmented video
+does so on its own, not in turn at :meth:`FrameSink.finish`).
 
 Thread-safety: ``frame_complete`` only records the frame and wakes the scheduler (it
 never blocks on colouring, encoding or I/O, and never raises); ``finish`` and ``abort``
 are called once, from one thread.
 
-Interrupted (``abort``, or an error): ffmpeg is killed and the partial video
-``.NAME.partial.mp4`` removed; PNGs already in place are complete. Nothing half written
+Interrupted (``abort``, or an error) before its last frame: ffmpeg is killed and the
+partial video ``.NAME.partial.mp4`` removed; PNGs already in place are complete. Nothing half written
 is ever left under a final name. A resumed render colours the video from the start.
 """
 
@@ -120,6 +123,7 @@ class FrameSink:
             threads = min(8, max(3, cores // 2)) if output.ordered else cores
         self.threads = max(1, threads)
         self.error: BaseException | None = None
+        self._result: Path | None = None  # the output's path, once it is closed
         # for the render's timeline: seconds colouring (summed over frame threads), seconds
         # handing frames to the output (ffmpeg's pipe: encoding), frames written
         self.color_s = self.write_s = 0.0
@@ -156,7 +160,8 @@ class FrameSink:
             raise self.error
         if self._bar:
             self._bar.close()
-        return self.output.close()
+        assert self._result is not None  # _run closed the output after the last frame
+        return self._result
 
     def abort(self) -> None:
         """Stop now and remove whatever is not complete. Idempotent."""
@@ -219,7 +224,9 @@ class FrameSink:
                     self.written += 1
                     if self._bar:
                         self._bar.advance()
-                else:
+                else:  # every frame written: the output is finished now, not at finish()
+                    # (a segment's encoder then flushes while later segments still encode)
+                    self._result = self.output.close()
                     return
         except BaseException as err:  # finish() raises it
             self.error = err
