@@ -2,7 +2,8 @@
 """The whole job on 1..N GPUs of one host, as a user waits for it (issue 22).
 
     python3 benchmarks/gpu_scaling.py [--jobs A.toml,B.toml] [--configs 1,2,mpi1,mpi2,1nv,2nv]
-                                      [--ffmpeg-ks 8,16] [--work DIR] [--farm-args "..."]
+                                      [--ffmpeg-ks 8,16] [--corun 16] [--work DIR]
+                                      [--farm-args "..."]
 
 For each job and each configuration, ``farm render --restart`` from scratch:
 
@@ -20,7 +21,12 @@ job writes gigabytes.
 
 ``--ffmpeg-ks`` also times the best plain ffmpeg on the job's frames (benchmarks/datapath.py:
 K processes on K parts of the frames, from raw RGB in memory), the bound a video cannot
-beat, with their CPU seconds and those of colouring the frames alone. Everything goes to
+beat, with their CPU seconds and those of colouring the frames alone. ``--corun K`` then
+starts the render phase (``1nv``, a store of its own) and K plain ffmpeg processes on the
+frames together: the time until both are done is what this machine gives the whole
+command's two large parts when they share its cores (the whole command also colours
+and feeds the frames; the issue's bound counts the two as if each had the machine to
+itself). Everything goes to
 ``$OUT/gpu_scaling.json`` when OUT is set, after every run.
 """
 
@@ -84,6 +90,21 @@ def command(config: str, job: Path, store: Path, video: Path, extra: list[str]) 
     return [*farm, "--workers", str(n), *tail]
 
 
+def corun(job: Path, raw: Path, frames: int, w: int, h: int, settings: dict, k: int, work: Path,
+          extra: list[str]) -> dict:
+    """``farm render --no-video`` and ``k`` plain ffmpeg processes on the raw frames, started
+    together: seconds until both are done, and each one's own."""
+    store, video = work / f"{job.stem}-corun.h5", work / f"{job.stem}-corun.mp4"
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        t0 = time.perf_counter()
+        render = pool.submit(run, command("1nv", job, store, video, extra))
+        encode = pool.submit(plain_ffmpeg, raw, frames, w, h, settings, k, work)
+        render_s, ffmpeg_s = render.result()[0], encode.result()
+        both = time.perf_counter() - t0
+    store.unlink()
+    return {"both_s": round(both, 3), "render_s": round(render_s, 3), "ffmpeg_s": round(ffmpeg_s, 3)}
+
+
 def gpus(config: str) -> int:
     return int(config.removeprefix("mpi").removesuffix("nv"))
 
@@ -94,6 +115,8 @@ def main() -> None:
                     help="job files, or names under benchmarks/jobs (default: %(default)s)")
     ap.add_argument("--configs", default="1,2,mpi1,mpi2,1nv,2nv")
     ap.add_argument("--ffmpeg-ks", default="", help="plain-ffmpeg process counts to time (none: skip)")
+    ap.add_argument("--corun", default="",
+                    help="with --ffmpeg-ks: plain-ffmpeg process counts to run beside the render phase")
     ap.add_argument("--farm-args", default="", help="extra `farm render` options (CPU: --share-devices)")
     ap.add_argument("--work", type=Path)
     args = ap.parse_args()
@@ -141,6 +164,9 @@ def main() -> None:
             for k in args.ffmpeg_ks.split(","):
                 rows["plain_ffmpeg_s"][k] = plain_ffmpeg(raw, frames, w, h, settings, int(k), work)
                 rows["plain_ffmpeg_cpu_s"][k] = CPU["last"]
+            for k in filter(None, args.corun.split(",")):
+                rows.setdefault("corun", {})[k] = corun(job, raw, frames, w, h, settings, int(k), work, extra)
+                print(f"{job.stem} render phase beside {k} plain ffmpeg: {rows['corun'][k]}", flush=True)
             raw.unlink()
             base.unlink()
             print(f"{job.stem} colouring alone {rows['colour_only_s']:.2f} s "
