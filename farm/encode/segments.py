@@ -19,13 +19,18 @@ moved every later frame by 10/15360 s, measured). The joined video decodes to th
 frames one encoder is fed, in order (tests/test_encode.py, lossless at CRF 0).
 
 K (:func:`segment_count`): the environment variable FARM_ENCODE_SEGMENTS, else 1.
-Measured on that host (2026-11-23, ``benchmarks/encode.py --frames 120 --repeat 2``,
-1080p): ``farm encode`` took 5.97 s in 4 segments against 3.05 s in one, and a render's
-video finished 4.4 s after its last tile in 4 segments against 0.8 s in one, so one
-encoder is the default and segments are there to try on other machines. Each
-encoder gets x264's own thread count (with ``cores / K`` each, 8 segments of 360
-1080p frames took 27.6 s against 11.6 s now, on a 16-core H200 host, 2026-11-25); no
-segment is shorter than SHORTEST frames.
+Until 2026-11-26 a segment's encoder was closed only when :meth:`SegmentedSink.finish`
+reached it, so the encoders flushed x264's lookahead one after another (0.3-0.6 s each
+at 1080p): ``farm encode`` took 5.97 s in 4 segments against 3.05 s in one (2026-11-23),
+8.6 s in 16 against 4.1 s (2026-11-26). Each segment's sink now closes its encoder once
+its frames are written (farm/encode/sink.py). Measured then on a 16-core H200 host, the
+heavy 1080p zoom's 120 frames (``FARM_ENCODE_SEGMENTS=K farm encode``, two runs each):
+K = 1 3.72-4.20 s, 2 3.49-3.82, 4 3.79-3.81, 8 4.07-4.15, 16 4.57-4.92 (plain ffmpeg
+from raw frames, K processes: 3.68, 3.35, 2.99 and, 16, 2.47 s); the whole render with
+its video, K = 1 5.17-5.44 s, 4 5.17-5.27, 8 5.01-6.41, 16 5.50-6.57. Within the host's
+spread, so one encoder stays the default. Each encoder gets x264's own thread count
+(with ``cores / K`` each, 8 segments of 360 1080p frames took 27.6 s against 11.6 s now,
+on a 16-core H200 host, 2026-11-25); no segment is shorter than SHORTEST frames.
 """
 
 from __future__ import annotations
@@ -80,6 +85,30 @@ def boundaries(frames: int, count: int, fps: int) -> list[int]:
     count = max(1, min(count, frames // unit))
     quanta = frames // quantum  # shared out evenly; the last segment also takes the rest
     return [quanta * k // count * quantum for k in range(count)] + [frames]
+
+
+def video_cuts(frames: int, fps: int) -> list[int]:
+    """The segments (:func:`boundaries`) a video of ``frames`` frames is encoded in, as
+    :func:`farm.encode.open_video_sink` makes them by default: ``[0, frames]`` for one."""
+    if frames <= 1:
+        return [0, frames]
+    return boundaries(frames, segment_count(frames, fps), fps)
+
+
+def render_order(cuts: list[int], halo: int) -> list[int]:
+    """The frames ``0 .. cuts[-1] - 1`` in the order a render should finish them for a
+    video in the segments ``cuts`` (:func:`boundaries`), so that every segment's encoder
+    has frames from the start instead of waiting for the segments before it: first the
+    ``halo`` frames before each segment (the colouring window of its first frames,
+    ``color.smoothing``), then the segments' frames taken in turn, the first of each,
+    the second of each, and so on. One segment: frame order."""
+    frames = cuts[-1]
+    first = [f for k in range(1, len(cuts) - 1) for f in range(max(cuts[k - 1], cuts[k] - halo), cuts[k])]
+    early = set(first)
+    rest = [[f for f in range(a, b) if f not in early] for a, b in zip(cuts, cuts[1:], strict=False)]
+    order = first + [seg[i] for i in range(max(map(len, rest), default=0)) for seg in rest if i < len(seg)]
+    assert sorted(order) == list(range(frames))
+    return order
 
 
 def segment_path(video: Path, k: int) -> Path:
@@ -209,4 +238,5 @@ class SegmentedSink:
             self.abort()
 
 
-__all__ = ["SegmentedSink", "boundaries", "frame_quantum", "join", "segment_count", "segment_path"]
+__all__ = ["SegmentedSink", "boundaries", "frame_quantum", "join", "render_order", "segment_count",
+           "segment_path", "video_cuts"]
