@@ -274,19 +274,6 @@ def _video_in_place(session: _Session) -> bool:
     return True
 
 
-def _video_order(session: _Session) -> list[int] | None:
-    """The frames in the order that keeps a video's segments all encoding while the
-    render runs (farm/encode/segments.py, render_order); None (frame order) without a
-    video, in one segment, or for an expmap store (its units are not frames)."""
-    job = session.job
-    if session.sink is None or job is None or session.plan.layout is not None:
-        return None
-    from farm.encode.segments import render_order, video_cuts
-
-    cuts = video_cuts(len(session.plan.frames), job.animation.fps)
-    return render_order(cuts, job.color.smoothing) if len(cuts) > 2 else None
-
-
 def _render(session: _Session, writer: StoreWriter, link: transport.MasterLink,
             pending: list[tuple[int, int]], timeline: dict[str, float]) -> MasterReport:
     """The master loop over the pending tiles, with progress and the timeline's
@@ -308,8 +295,7 @@ def _render(session: _Session, writer: StoreWriter, link: transport.MasterLink,
     on_frame = (plan.frame_notifier(writer.frame_done, session.sink.frame_complete)
                 if session.sink else None)  # expmap: completed units -> ready video frames
     try:
-        report = run_master(writer, link, options.master, bar, on_batch=observe, on_frame=on_frame,
-                            order=_video_order(session))
+        report = run_master(writer, link, options.master, bar, on_batch=observe, on_frame=on_frame)
     finally:
         bar.close()
     timeline.update(master_busy=report.busy_s, writer_busy=report.writer_busy_s,

@@ -505,49 +505,6 @@ def test_a_segment_is_finished_as_soon_as_its_frames_are_written(long_store, tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.mp4"]
 
 
-def test_render_order_takes_the_halos_first_then_the_segments_in_turn():
-    from farm.encode.segments import render_order
-
-    assert render_order([0, 10], 4) == list(range(10))  # one segment: frame order
-    order = render_order([0, 12, 24, 40], 4)
-    assert sorted(order) == list(range(40))
-    assert order[:8] == [8, 9, 10, 11, 20, 21, 22, 23]  # what each segment's first frames need
-    assert order[8:14] == [0, 12, 24, 1, 13, 25]  # then one frame of each segment in turn
-    for a, b in ((0, 8), (12, 20), (24, 40)):  # each segment's frames but its halo in order
-        mine = [f for f in order if a <= f < b]
-        assert mine == sorted(mine)
-    assert render_order([0, 3, 6], 4) == list(range(6))  # halos cover everything
-
-
-def test_a_render_in_segments_finishes_them_in_turn_and_makes_the_same_store_and_video(
-        tmp_path, write_job):
-    # with FARM_ENCODE_SEGMENTS=3 the master hands out frames so that every segment's
-    # encoder works from the start (farm/encode/segments.py, render_order); the store and
-    # (losslessly) the video are those of a render in frame order
-    from conftest import assert_same_datasets
-
-    from farm.encode.segments import boundaries
-
-    job = write_job(size=(40, 24), frames=40, width=("3", "0.01"), tile=(40, 24), max_iter=300,
-                    extra="crf = 0\n")
-    slow = {"FARM_TEST_TILE_DELAY": "0.01"}  # distinct finishing times
-    runs = {}
-    for k in ("1", "3"):
-        store, video = tmp_path / f"k{k}.h5", tmp_path / f"k{k}.mp4"
-        result = run_farm("render", str(job), "--store", str(store), "--video", str(video), "--quiet",
-                          env={**slow, "FARM_ENCODE_SEGMENTS": k})
-        assert result.returncode == 0, result.stderr
-        with h5py.File(store) as f:
-            runs[k] = f["tiles/finished"][:, 0]
-    assert_same_datasets(tmp_path / "k1.h5", tmp_path / "k3.h5",
-                         ("iterations", "fraction", "histogram", "done", "frame_done"))
-    assert decoded(tmp_path / "k1.mp4") == decoded(tmp_path / "k3.mp4")
-    assert (np.diff(runs["1"]) >= 0).all()  # frame order
-    _, cut, last = boundaries(40, 3, specmod.load(job).animation.fps)[:3]
-    assert runs["3"][cut - 1] < runs["3"][0]  # the second segment's halo first
-    assert runs["3"][last] < runs["3"][cut - 5]  # the third segment begun long before the first ends
-
-
 def test_an_aborted_segmented_sink_leaves_nothing(store, tmp_path):
     spec = stored_spec(store)
     sink = open_video_sink(store, spec.color, VideoSettings(tmp_path / "a.mp4", 25), segments=3)

@@ -87,30 +87,6 @@ def boundaries(frames: int, count: int, fps: int) -> list[int]:
     return [quanta * k // count * quantum for k in range(count)] + [frames]
 
 
-def video_cuts(frames: int, fps: int) -> list[int]:
-    """The segments (:func:`boundaries`) a video of ``frames`` frames is encoded in, as
-    :func:`farm.encode.open_video_sink` makes them by default: ``[0, frames]`` for one."""
-    if frames <= 1:
-        return [0, frames]
-    return boundaries(frames, segment_count(frames, fps), fps)
-
-
-def render_order(cuts: list[int], halo: int) -> list[int]:
-    """The frames ``0 .. cuts[-1] - 1`` in the order a render should finish them for a
-    video in the segments ``cuts`` (:func:`boundaries`), so that every segment's encoder
-    has frames from the start instead of waiting for the segments before it: first the
-    ``halo`` frames before each segment (the colouring window of its first frames,
-    ``color.smoothing``), then the segments' frames taken in turn, the first of each,
-    the second of each, and so on. One segment: frame order."""
-    frames = cuts[-1]
-    first = [f for k in range(1, len(cuts) - 1) for f in range(max(cuts[k - 1], cuts[k] - halo), cuts[k])]
-    early = set(first)
-    rest = [[f for f in range(a, b) if f not in early] for a, b in zip(cuts, cuts[1:], strict=False)]
-    order = first + [seg[i] for i in range(max(map(len, rest), default=0)) for seg in rest if i < len(seg)]
-    assert sorted(order) == list(range(frames))
-    return order
-
-
 def segment_path(video: Path, k: int) -> Path:
     """Where segment k of ``video`` is kept until the join (hidden, beside it)."""
     return video.with_name(f".{video.stem}.seg{k:03d}{video.suffix}")
@@ -238,5 +214,4 @@ class SegmentedSink:
             self.abort()
 
 
-__all__ = ["SegmentedSink", "boundaries", "frame_quantum", "join", "render_order", "segment_count",
-           "segment_path", "video_cuts"]
+__all__ = ["SegmentedSink", "boundaries", "frame_quantum", "join", "segment_count", "segment_path"]

@@ -15,7 +15,7 @@ import contextlib
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from farm.progress import Progress
@@ -87,17 +87,11 @@ class _Signals:
 def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = MasterOptions(),
                progress: Progress | None = None,
                on_batch: Callable[[list[Finished]], None] | None = None,
-               on_frame: Callable[[int], None] | None = None,
-               order: Sequence[int] | None = None) -> MasterReport:
+               on_frame: Callable[[int], None] | None = None) -> MasterReport:
     """Run the render until the scheduler ends it. ``on_batch`` sees every batch of
     accepted results as it goes to the writer (progress, estimates); ``on_frame`` each
-    frame once it is complete in the store (the video sink: it must not block).
-    ``order``: the store's units in the order to hand out their tiles (default: unit
-    order; a video in segments wants them in turn, farm/encode/segments.py)."""
+    frame once it is complete in the store (the video sink: it must not block)."""
     pending = writer.pending()
-    if order is not None:
-        rank = {int(u): i for i, u in enumerate(order)}
-        pending.sort(key=lambda key: (rank[key[0]], key[1]))
     t0 = time.monotonic()
     sched = Scheduler(pending, list(link.workers), now=t0, depth=options.depth,
                       max_attempts=options.max_attempts, worker_failures=options.worker_failures,
