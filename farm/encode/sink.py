@@ -21,9 +21,10 @@ Thread-safety: ``frame_complete`` only records the frame and wakes the scheduler
 never blocks on colouring, encoding or I/O, and never raises); ``finish`` and ``abort``
 are called once, from one thread.
 
-Interrupted (``abort``, or an error) before its last frame: ffmpeg is killed and the
-partial video ``.NAME.partial.mp4`` removed; PNGs already in place are complete. Nothing half written
-is ever left under a final name. A resumed render colours the video from the start.
+Interrupted (``abort``, or an error) before its last frame is written: ffmpeg is killed
+and the partial video ``.NAME.partial.mp4`` removed; PNGs already in place are complete
+(after the last frame the video is complete, and stays). Nothing half written is ever
+left under a final name. A resumed render colours the video from the start.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:  # the rest where used: mpmath and gmpy2 take 40-60 ms to import, and
-    # reading a store (farm encode, frames, status) needs only this module's classes
+    # colouring a store's frames (farm encode, frames) needs only this module's classes
     from farm.numerics import period as per
     from farm.numerics.orbit import Orbit
     from farm.numerics.scan import Scan
