@@ -484,7 +484,7 @@ def test_segmented_sink_during_a_render_equals_encode(store, tmp_path):
 def test_a_segment_is_finished_as_soon_as_its_frames_are_written(long_store, tmp_path):
     # during a render frames complete in order: the first segment's encoder must finish
     # (its lookahead flushed, its file in place) while the later ones still wait, not in
-    # turn at finish(), which made 16 segments of a 1080p zoom take 7.5 s against 4.1
+    # turn at finish(), which made 16 segments of a 1080p zoom take 8.6 s against 4.1
     from farm.encode import probe
     from farm.encode.segments import segment_path
 
