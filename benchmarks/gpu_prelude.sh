@@ -15,6 +15,15 @@ mkdir -p /etc/OpenCL/vendors
 echo /usr/lib/libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
 export PYTHONUNBUFFERED=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export PATH=/tmp/site/bin:$PATH
+# ffmpeg: the one `pip install` gives a user (imageio-ffmpeg 0.8: ffmpeg 9.0.2) when
+# benchmarks/gpu_ffmpeg.sh has put it in .ff/ (carry ".ff"); else imageio-ffmpeg 0.5.1's
+# ffmpeg 4.2.2 from .whl, which every GPU video figure before 2026-11-26's fourteenth
+# session used (the newer wheel's 172 MB binary is over what a call carries: xz brings it
+# to 50 MB, with .whl then carried without imageio-ffmpeg's wheel).
+if [ -f .ff/ffmpeg.xz ] && [ ! -x /tmp/site/bin/ffmpeg ]; then
+  mkdir -p /tmp/site/bin && xz -T0 -dc .ff/ffmpeg.xz > /tmp/site/bin/ffmpeg.part \
+    && chmod +x /tmp/site/bin/ffmpeg.part && mv /tmp/site/bin/ffmpeg.part /tmp/site/bin/ffmpeg
+fi
 unset PYTHONDONTWRITEBYTECODE
 python3 -m compileall -q -j 0 /tmp/site "$PWD/farm" "$PWD/benchmarks" \
   $(python3 -c "import os, numpy, mpmath, h5py; print(*(os.path.dirname(m.__file__) for m in (numpy, mpmath, h5py)))") \
