@@ -528,27 +528,3 @@ def test_ctrl_c_during_a_segmented_encode_leaves_nothing(store, tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 75, err
     assert list(tmp_path.iterdir()) == []
-
-
-def test_the_video_process_makes_its_colourer_before_its_job_arrives(monkeypatch):
-    """The render's video process (farm/encode/process.py) starts making its colourer
-    (on a GPU: an OpenCL context and kernel, 0.3-0.4 s) as soon as it starts, not once
-    the render has made the store and sent the job: here the render ends before any job
-    ("abort" first), and the colourer is asked for all the same."""
-    import io
-
-    import farm.encode.process as process
-    import farm.encode.sink as sink
-
-    asked = threading.Event()
-
-    def fake_colourer(engine: str = "auto"):
-        asked.set()
-        raise RuntimeError("no colourer here")  # a failure stays the sink's to report
-
-    monkeypatch.setattr(sink, "default_colourer", fake_colourer)
-    monkeypatch.setattr(signal, "signal", lambda *args: None)  # main() ignores Ctrl-C in its child
-    monkeypatch.setattr(sys, "stdin", io.StringIO("abort\n"))
-    monkeypatch.setattr(sys, "stdout", io.StringIO())
-    assert process.main() == 0
-    assert asked.wait(30), "the video process did not make its colourer before its job"
