@@ -9,8 +9,8 @@ without). So the render runs the same :class:`~farm.encode.sink.FrameSink` in a
 child process: ``python -m farm.encode.process`` reads the job and the store's path
 as its first line on stdin, then one frame number per line as frames complete, then
 ``finish`` or ``abort``; it answers on stdout with one JSON line (the video's path and
-its timings, or the error). The child starts (imports, the colourer with its GPU
-context) while the render prepares, before its job arrives.
+its timings, or the error). The child starts (imports, GPU context for colouring)
+while the render runs.
 
 :class:`SinkProcess` is the parent's side, with the sink's interface: ``frame_complete``
 (cheap, thread-safe, never raises), ``finish`` and ``abort``. The parent checks the
@@ -129,22 +129,10 @@ def _serve(stdin: IO[str], stdout: IO[str]) -> int:
     return 0
 
 
-def _make_colourer() -> None:
-    """The sink's colourer made now, while the parent prepares the render, not once the
-    job arrives: a GPU colourer's OpenCL context and kernel take 0.3-0.4 s, and the
-    first frame was ready before it on a fast host (the sink asks for it again and gets
-    this one: it is made once a process). A failure here is the sink's to report."""
-    from farm.encode.sink import default_colourer
-
-    with contextlib.suppress(Exception):
-        default_colourer()
-
-
 def main() -> int:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    threading.Thread(target=_make_colourer, name="farm-colourer", daemon=True).start()
     try:
         return _serve(sys.stdin, sys.stdout)
     except (FarmError, OSError, ValueError) as err:
