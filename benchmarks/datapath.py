@@ -157,8 +157,11 @@ def raw_frames(store: Path, shm: Path, frames: range | None = None) -> tuple[Pat
                                                  "fps": spec.animation.fps}
 
 
-def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int, work: Path) -> float:
-    """Seconds for k ffmpeg processes to encode k contiguous parts of the raw frames."""
+def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int, work: Path,
+                 nice: int | str = 0) -> float:
+    """Seconds for k ffmpeg processes to encode k contiguous parts of the raw frames
+    (``nice``: at that niceness, below what runs beside them; "idle": in Linux's
+    SCHED_IDLE class, run only when nothing else wants the core)."""
     from farm.encode.ffmpeg import ffmpeg_binary
 
     size = w * h * 3
@@ -167,7 +170,9 @@ def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int,
     t0, c0 = time.perf_counter(), children_cpu()
     for i in range(k):
         n = cuts[i + 1] - cuts[i]
-        cmd = [ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24",
+        low = ["chrt", "-i", "0"] if nice == "idle" else ["nice", "-n", str(nice)] if nice else []
+        cmd = [*low,
+               ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24",
                "-s", f"{w}x{h}", "-framerate", str(settings["fps"]), "-i", "pipe:",
                "-c:v", "libx264", "-preset", settings["preset"], "-crf", str(settings["crf"]),
                "-pix_fmt", "yuv420p", "-f", "mp4", "-y", str(work / f"plain{i}.mp4")]

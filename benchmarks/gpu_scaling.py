@@ -23,8 +23,10 @@ job writes gigabytes.
 K processes on K parts of the frames, from raw RGB in memory), the bound a video cannot
 beat, with their CPU seconds and those of colouring the frames alone. ``--corun K`` then
 starts the render phase (``1nv``, a store of its own) and K plain ffmpeg processes on the
-frames together: the time until both are done is what this machine gives the whole
-command's two large parts when they share its cores (the whole command also colours
+frames together (``K@N``: the ffmpeg processes at niceness N, ``K@idle`` in Linux's
+SCHED_IDLE class, so that the render's threads come first): the time until both are
+done is what this machine gives the whole command's two large parts when they share
+its cores (the whole command also colours
 and feeds the frames; the issue's bound counts the two as if each had the machine to
 itself). Everything goes to
 ``$OUT/gpu_scaling.json`` when OUT is set, after every run.
@@ -91,14 +93,14 @@ def command(config: str, job: Path, store: Path, video: Path, extra: list[str]) 
 
 
 def corun(job: Path, raw: Path, frames: int, w: int, h: int, settings: dict, k: int, work: Path,
-          extra: list[str]) -> dict:
-    """``farm render --no-video`` and ``k`` plain ffmpeg processes on the raw frames, started
-    together: seconds until both are done, and each one's own."""
+          extra: list[str], nice: int | str = 0) -> dict:
+    """``farm render --no-video`` and ``k`` plain ffmpeg processes on the raw frames (at
+    niceness ``nice``), started together: seconds until both are done, and each one's own."""
     store, video = work / f"{job.stem}-corun.h5", work / f"{job.stem}-corun.mp4"
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         t0 = time.perf_counter()
         render = pool.submit(run, command("1nv", job, store, video, extra))
-        encode = pool.submit(plain_ffmpeg, raw, frames, w, h, settings, k, work)
+        encode = pool.submit(plain_ffmpeg, raw, frames, w, h, settings, k, work, nice)
         render_s, ffmpeg_s = render.result()[0], encode.result()
         both = time.perf_counter() - t0
     store.unlink()
@@ -116,7 +118,9 @@ def main() -> None:
     ap.add_argument("--configs", default="1,2,mpi1,mpi2,1nv,2nv")
     ap.add_argument("--ffmpeg-ks", default="", help="plain-ffmpeg process counts to time (none: skip)")
     ap.add_argument("--corun", default="",
-                    help="with --ffmpeg-ks: plain-ffmpeg process counts to run beside the render phase")
+                    help="with --ffmpeg-ks: plain-ffmpeg process counts to run beside the render phase; "
+                         "K@N runs them at niceness N, K@idle in SCHED_IDLE (the render first where they "
+                         "compete)")
     ap.add_argument("--farm-args", default="", help="extra `farm render` options (CPU: --share-devices)")
     ap.add_argument("--work", type=Path)
     args = ap.parse_args()
@@ -165,7 +169,9 @@ def main() -> None:
                 rows["plain_ffmpeg_s"][k] = plain_ffmpeg(raw, frames, w, h, settings, int(k), work)
                 rows["plain_ffmpeg_cpu_s"][k] = CPU["last"]
             for k in filter(None, args.corun.split(",")):
-                rows.setdefault("corun", {})[k] = corun(job, raw, frames, w, h, settings, int(k), work, extra)
+                count, _, nice = k.partition("@")
+                rows.setdefault("corun", {})[k] = corun(job, raw, frames, w, h, settings, int(count), work,
+                                                        extra, nice if nice == "idle" else int(nice or 0))
                 print(f"{job.stem} render phase beside {k} plain ffmpeg: {rows['corun'][k]}", flush=True)
             raw.unlink()
             base.unlink()
