@@ -528,3 +528,22 @@ def test_ctrl_c_during_a_segmented_encode_leaves_nothing(store, tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 75, err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_shared_frame_pool_colours_the_lowest_frame_first():
+    """A segmented video's sinks share a FramePool that runs the lowest frame asked
+    for first (the segments in turn); cancelled frames do not run; shutdown waits."""
+    from farm.encode.sink import FramePool
+
+    pool = FramePool(1)
+    hold, order = threading.Event(), []
+    first = pool.submit(lambda f: hold.wait(30), 0)  # keeps the one thread busy
+    futures = {f: pool.submit(order.append, f) for f in (50, 7, 31, 2, 90, 12)}
+    futures[31].cancel()
+    hold.set()
+    assert first.result(30) is True
+    pool.shutdown(wait=True)
+    assert order == [2, 7, 12, 50, 90]
+    assert all(futures[f].done() for f in futures)
+    with pytest.raises(RuntimeError):
+        pool.submit(order.append, 1)

@@ -8,7 +8,9 @@ same codec, CRF and preset (each segment opens with a keyframe), and the segment
 joined by ffmpeg's concat demuxer with stream copy into the final MP4, written under
 the video's hidden partial name and renamed into place, as a single encoder's video.
 Segment k's frames are coloured and piped to its encoder as soon as they are
-complete: all segments at once for ``farm encode``, in turn during a render.
+complete, by frame threads shared by every segment that colour the lowest frame first:
+the segments in turn, so that each encoder gets its frames early, for ``farm encode`` as
+during a render.
 
 Timestamps: the concat demuxer shifts each segment by the duration of those before
 it, counted in microseconds. A segment of ``n`` frames at ``fps`` lasts a whole
@@ -47,7 +49,7 @@ from farm.color.methods import Style
 from farm.encode import ffmpeg as ff
 from farm.encode.ffmpeg import EncodeError, VideoSettings, partial_path
 from farm.encode.outputs import VideoOutput
-from farm.encode.sink import Colourer, FrameSink
+from farm.encode.sink import Colourer, FramePool, FrameSink, video_threads
 from farm.errors import UsageError
 from farm.progress import Progress
 
@@ -136,9 +138,10 @@ class _SharedBar:
 class SegmentedSink:
     """The interface of :class:`~farm.encode.sink.FrameSink` (``frame_complete``,
     ``finish``, ``abort`` and the timings) over one FrameSink per segment, each with
-    its own encoder; ``finish`` joins their files into ``settings.path``.
-    ``frame_threads``: each segment's frames read and coloured at once (default
-    max(2, 8 // K): one encoder's 8 shared out)."""
+    its own encoder; ``finish`` joins their files into ``settings.path``. The sinks
+    share one :class:`~farm.encode.sink.FramePool` of ``frame_threads`` threads (default
+    one video's, :func:`~farm.encode.sink.video_threads`), which colours the lowest frame
+    first: the segments in turn. Each sink asks for half as many of its frames at once."""
 
     def __init__(self, store_path: str | os.PathLike[str], settings: VideoSettings, size: tuple[int, int],
                  style: Style, smoothing: int, frames: int, count: int, *,
@@ -153,6 +156,7 @@ class SegmentedSink:
         shared = _SharedBar(self._bar) if self._bar else None
         self.parts = [segment_path(self.path, k) for k in range(len(self.cuts) - 1)]
         self.sinks: list[FrameSink] = []
+        self.pool = FramePool(frame_threads or video_threads())
         try:
             for k, part in enumerate(self.parts):
                 # each encoder with x264's own thread count (1.5 a core): with cores / K
@@ -162,8 +166,8 @@ class SegmentedSink:
                                      faststart=False)
                 self.sinks.append(FrameSink(store_path, output, style, smoothing,
                                             range(self.cuts[k], self.cuts[k + 1]),
-                                            colourer=colourer, bar=shared,
-                                            threads=frame_threads or max(2, 8 // len(self.parts))))
+                                            colourer=colourer, bar=shared, pool=self.pool,
+                                            threads=max(2, self.pool.threads // 2)))
         except BaseException:
             self.abort()
             raise
@@ -188,6 +192,7 @@ class SegmentedSink:
         """Wait for every segment, join them; the video is then in place."""
         try:
             parts = [sink.finish() for sink in self.sinks]
+            self.pool.shutdown()
             path = join(parts, self.path)
         except BaseException:
             self.abort()
@@ -200,6 +205,7 @@ class SegmentedSink:
         """Stop every segment's encoder; remove the segments and any partial file."""
         for sink in self.sinks:
             sink.abort()
+        self.pool.shutdown(cancel_futures=True)
         for path in (*self.parts, partial_path(self.path)):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()

@@ -30,6 +30,9 @@ left under a final name. A resumed render colours the video from the start.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
+import heapq
+import itertools
 import os
 import threading
 import time
@@ -89,20 +92,94 @@ def default_colourer(engine: str = "auto") -> Colourer:
     return lambda raw, stats, style: colour(raw, stats, style, pool)
 
 
+def video_threads() -> int:
+    """Frames a video's sink reads and colours at once: half the cores, 3 to 8 (a frame's
+    reading, decoding and colouring wait on the disk, the GPU and each other, and the
+    encoder wants frames at its own pace)."""
+    return min(8, max(3, usable_cores() // 2))
+
+
+class FramePool:
+    """Frame threads shared by the sinks of a segmented video, which run the lowest
+    frame asked for first: the segments are then coloured in turn, and each segment's
+    encoder has its frames, and starts its real work, as early as it can (x264 holds a
+    short segment's frames until it has them all). Each sink asking for its next few
+    frames of a pool of its own fed every segment at once, and every segment's encoder
+    worked at the end (16 segments of the minibrot zoom on a 16-core H200 host: frames
+    written until 2.2-4.6 s, encoders done at 3.0-8.1 s; BENCHMARKS.md, fourteenth
+    session). ``submit(fn, frame)`` runs ``fn(frame)``; ``shutdown`` as an executor's."""
+
+    def __init__(self, threads: int):
+        self.threads = max(1, threads)
+        self._heap: list[tuple[int, int, Callable[[int], Any], Future]] = []
+        self._seq = itertools.count()  # equal frames (none, between segments) in order of asking
+        self._cond = threading.Condition()
+        self._closed = False
+        self._workers = [threading.Thread(target=self._work, name=f"farm-frame_{k}", daemon=True)
+                         for k in range(self.threads)]
+        for worker in self._workers:
+            worker.start()
+
+    def submit(self, fn: Callable[[int], Any], frame: int) -> Future:
+        future: Future = Future()
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the frame pool is shut down")
+            heapq.heappush(self._heap, (frame, next(self._seq), fn, future))
+            self._cond.notify()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._heap and not self._closed:
+                    self._cond.wait()
+                if not self._heap:
+                    return  # shut down, and nothing left
+                frame, _, fn, future = heapq.heappop(self._heap)
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(frame))
+            except BaseException as err:  # the sink that asked raises it
+                future.set_exception(err)
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        with self._cond:
+            self._closed = True
+            if cancel_futures:
+                for *_, future in self._heap:
+                    future.cancel()
+                self._heap.clear()
+            self._cond.notify_all()
+        if wait:
+            for worker in self._workers:
+                worker.join()
+
+
+def _drop(pending: collections.deque[tuple[int, Future]]) -> None:
+    """Cancel the frames asked for and not begun; wait for those begun (a shared pool's
+    threads would otherwise read a store the sink has closed)."""
+    for _, fut in pending:
+        fut.cancel()
+    concurrent.futures.wait([fut for _, fut in pending])
+
+
 class FrameSink:
     """Colours the frames ``frames`` (default: all) of the store at ``store_path`` with
     ``style`` and hands them to ``output`` as they become complete.
 
-    ``threads``: frames read and coloured at once (for a video, half the cores, 3 to 8:
-    a frame's reading, decoding and colouring wait on the disk, the GPU and each other,
-    and the encoder wants frames at its own pace; for PNG outputs, one per core so that
-    compression uses them all). ``progress``:
+    ``threads``: frames read and coloured at once (for a video, :func:`video_threads`;
+    for PNG outputs, one per core so that compression uses them all); ``pool``: the
+    frame threads to use instead of ``threads`` of its own (then ``threads`` is how many
+    of its frames it asks for at once: a :class:`FramePool` shared by a segmented
+    video's sinks). ``progress``:
     draw a progress bar; ``bar``: advance this one instead (shared with other sinks)."""
 
     def __init__(self, store_path: str | os.PathLike[str], output: Output, style: Style,
                  smoothing: int, frames: Iterable[int] | None = None, *,
                  colourer: Colourer | None = None, threads: int | None = None,
-                 progress: bool = False, bar: Bar | None = None):
+                 pool: FramePool | None = None, progress: bool = False, bar: Bar | None = None):
         self.store_path = Path(store_path)
         # one reader for the sink's life, shared by its frame threads: what a render
         # changes it reads past HDF5's caches (farm/store/reader.py, Store._live); an
@@ -120,8 +197,7 @@ class FrameSink:
         # OpenCL context and builds its kernel: a render need not wait for that)
         self.colourer: Colourer | None = colourer
         if threads is None:
-            cores = usable_cores()
-            threads = min(8, max(3, cores // 2)) if output.ordered else cores
+            threads = video_threads() if output.ordered else usable_cores()
         self.threads = max(1, threads)
         self.error: BaseException | None = None
         self._result: Path | None = None  # the output's path, once it is closed
@@ -134,7 +210,9 @@ class FrameSink:
         self._closing = self._stopped = False
         label = "encode" if output.ordered else "frames"
         self._bar: Bar | None = bar or (Progress(len(self.order), label, unit="frames") if progress else None)
-        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="farm-frame")
+        self._own_pool = pool is None
+        self._pool: ThreadPoolExecutor | FramePool = (
+            pool or ThreadPoolExecutor(self.threads, thread_name_prefix="farm-frame"))
         self._thread = threading.Thread(target=self._run, name="farm-sink", daemon=True)
         self._thread.start()
 
@@ -154,7 +232,8 @@ class FrameSink:
             self._closing = True
             self._cond.notify_all()
         self._thread.join()
-        self._pool.shutdown(wait=True)
+        if self._own_pool:  # (a shared pool has run every frame of this sink by now)
+            self._pool.shutdown(wait=True)
         self.store.close()
         if self.error is not None:
             self.output.abort()
@@ -169,8 +248,9 @@ class FrameSink:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
-        self._thread.join()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._thread.join()  # (it cancelled the frames it had asked for and not got)
+        if self._own_pool:
+            self._pool.shutdown(wait=True, cancel_futures=True)
         self.store.close()
         self.output.abort()
         if self._bar:
@@ -198,7 +278,7 @@ class FrameSink:
                 with self._cond:
                     while True:
                         if self._stopped:
-                            return
+                            break
                         submit = (nxt < len(self.order) and len(pending) < self.threads
                                   and self._ready(self.order[nxt]))
                         head = bool(pending) and pending[0][1].done()
@@ -210,6 +290,9 @@ class FrameSink:
                             raise StoreError(f"store {self.store_path}: frame {missing[0]} is not "
                                              f"complete (needed for frame {self.order[nxt]})")
                         self._cond.wait()
+                if self._stopped:  # (out of the lock: a frame thread takes it as it ends)
+                    _drop(pending)
+                    return
                 if submit:
                     fut = self._pool.submit(self._frame, self.order[nxt])
                     fut.add_done_callback(self._wake)
@@ -231,8 +314,7 @@ class FrameSink:
                     return
         except BaseException as err:  # finish() raises it
             self.error = err
-            for _, fut in pending:
-                fut.cancel()
+            _drop(pending)
 
     def _wake(self, _fut: Future) -> None:
         with self._cond:
