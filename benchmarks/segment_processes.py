@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 
 
@@ -34,7 +35,8 @@ def segment(store: str, count: int, out: Path, k: int) -> None:
     cuts = sg.boundaries(frames, count, settings.fps)
     w, h = spec.size
     codec = choose_codec(settings.codec, w - w % 2, h - h % 2)
-    output = VideoOutput(replace(settings, path=sg.segment_path(out, k), codec=codec), w, h, faststart=False)
+    output = VideoOutput(replace(settings, path=sg.segment_path(out, k), codec=codec), w, h, faststart=False,
+                         ts_offset=Fraction(cuts[k], settings.fps))
     sink = FrameSink(store, output, _checked_style(spec.color, out, frames), spec.color.smoothing,
                      range(cuts[k], cuts[k + 1]), threads=max(2, 8 // (len(cuts) - 1)))
     for f in range(frames):
@@ -54,14 +56,15 @@ def main() -> None:
     from farm.store.reader import Store
 
     with Store(store) as s:
-        parts = len(sg.boundaries(s.frames, count, VideoSettings.from_spec(s.spec, str(out)).fps)) - 1
+        fps = VideoSettings.from_spec(s.spec, str(out)).fps
+        parts = len(sg.boundaries(s.frames, count, fps)) - 1
     t0 = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, __file__, store, str(count), str(out), str(k)])
              for k in range(parts)]
     if any(p.wait() != 0 for p in procs):
         raise SystemExit("a segment failed")
     t1 = time.perf_counter()
-    sg.join([sg.segment_path(out, k) for k in range(parts)], out)
+    sg.join([sg.segment_path(out, k) for k in range(parts)], out, fps)
     t2 = time.perf_counter()
     print(f"{parts} processes: segments {t1 - t0:.2f} s, join {t2 - t1:.2f} s, total {t2 - t0:.2f} s "
           f"(CPU s of the children: {sum(os.times()[2:4]):.1f})")

@@ -384,7 +384,9 @@ def packets(video: Path) -> list[tuple[int, int]]:
 def test_segment_boundaries_keep_timestamps_whole():
     from farm.encode.segments import boundaries, frame_quantum
 
-    assert [frame_quantum(f) for f in (24, 25, 30, 60, 7)] == [3, 1, 3, 3, 7]
+    # whole microseconds (the segment's start, given to its muxer) and whole 90 kHz ticks
+    # (MPEG-TS's clock): 64 frames a second last 15625 us each, 1406.25 ticks
+    assert [frame_quantum(f) for f in (24, 25, 30, 60, 7, 64)] == [3, 1, 3, 3, 7, 4]
     for frames in (1, 2, 5, 8, 24, 100, 121):
         for fps in (25, 30, 7):
             for count in (1, 2, 3, 4, 8):
@@ -423,7 +425,7 @@ def long_store(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("which,fps,segments", [("store", 25, 2), ("long_store", 30, 2),
-                                                ("long_store", 24, 5)])
+                                                ("long_store", 24, 5), ("long_store", 64, 3)])
 def test_segments_join_to_the_frames_of_one_encoder(request, tmp_path, which, fps, segments):
     """Encoded in segments and joined, the video decodes to exactly the frames one
     encoder makes (lossless, CRF 0), and at CRF 18 (B-frames) too its packets carry one

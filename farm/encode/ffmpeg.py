@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -136,12 +137,14 @@ class VideoEncoder:
     """One ffmpeg process: ``write`` RGB frames in order, then ``close`` (or ``abort``).
     ``threads``: the encoder's threads (None: x264's choice, 1.5 per core);
     ``faststart``: the index at the front of the file (a video to play; a segment to
-    join later needs none).
+    join later needs none). ``ts_offset``: write MPEG-TS instead of MP4, its timestamps
+    ``ts_offset`` seconds on (a segment of a longer video, farm/encode/segments.py: such
+    streams join by concatenating their bytes).
 
     Not thread-safe: one thread writes."""
 
     def __init__(self, settings: VideoSettings, width: int, height: int, *,
-                 threads: int | None = None, faststart: bool = True):
+                 threads: int | None = None, faststart: bool = True, ts_offset: Fraction | None = None):
         self.settings = settings
         self.width, self.height = even_size(width, height)
         self.codec = choose_codec(settings.codec, self.width, self.height)
@@ -153,8 +156,7 @@ class VideoEncoder:
                "-framerate", str(settings.fps), "-i", "pipe:",
                *codec_args(self.codec, settings.crf, settings.preset),
                *(["-threads", str(threads)] if threads else []),
-               "-pix_fmt", "yuv420p", *(["-movflags", "+faststart"] if faststart else []),
-               "-f", "mp4", "-y", str(self.tmp)]
+               "-pix_fmt", "yuv420p", *self._container(faststart, ts_offset), "-y", str(self.tmp)]
         # its own process group: a Ctrl-C reaches the farm, which stops ffmpeg itself
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
                                      process_group=0)
@@ -162,6 +164,18 @@ class VideoEncoder:
         self._drain = threading.Thread(target=self._read_errors, daemon=True)
         self._drain.start()  # ffmpeg blocks if nobody reads its stderr
         self.frames = 0
+
+    @staticmethod
+    def _container(faststart: bool, ts_offset: Fraction | None) -> list[str]:
+        if ts_offset is None:
+            return [*(["-movflags", "+faststart"] if faststart else []), "-f", "mp4"]
+        # timestamps as they are (the B-frames' negative decoding times included: the
+        # muxer's own delay keeps them positive), moved on by the segment's start
+        us = ts_offset * 10**6
+        if us.denominator != 1:
+            raise ValueError(f"a segment must start on a whole microsecond, not at {ts_offset} s")
+        return ["-avoid_negative_ts", "disabled", "-output_ts_offset",
+                f"{us.numerator // 10**6}.{us.numerator % 10**6:06d}", "-f", "mpegts"]
 
     def _read_errors(self) -> None:
         assert self.proc.stderr is not None

@@ -16,6 +16,7 @@ import os
 import struct
 import threading
 import zlib
+from fractions import Fraction
 from pathlib import Path
 from typing import Protocol
 
@@ -84,10 +85,10 @@ class VideoOutput:
     ordered = True
 
     def __init__(self, settings: VideoSettings, width: int, height: int, *,
-                 threads: int | None = None, faststart: bool = True):
+                 threads: int | None = None, faststart: bool = True, ts_offset: Fraction | None = None):
         even_size(width, height)  # a 1-pixel-wide video is an error now, not later
         self.settings, self.size = settings, (width, height)
-        self.threads, self.faststart = threads, faststart
+        self.threads, self.faststart, self.ts_offset = threads, faststart, ts_offset
         self.encoder: VideoEncoder | None = None
         self._lock = threading.Lock()
         self._failed: BaseException | None = None
@@ -100,7 +101,7 @@ class VideoOutput:
             if self.encoder is None:
                 try:
                     self.encoder = VideoEncoder(self.settings, *self.size, threads=self.threads,
-                                                faststart=self.faststart)
+                                                faststart=self.faststart, ts_offset=self.ts_offset)
                 except BaseException as err:
                     self._failed = err
                     raise

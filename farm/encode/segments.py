@@ -4,21 +4,28 @@ x264's own threads stop scaling at 1080p (on the 32-core GPU host one ffmpeg enc
 ~68-78 frames/s with preset faster, however many threads it had), so splitting the
 video looked like a way past that: the frames are split into K contiguous segments,
 each encoded by its own ffmpeg with the
-same codec, CRF and preset (each segment opens with a keyframe), and the segments are
-joined by ffmpeg's concat demuxer with stream copy into the final MP4, written under
-the video's hidden partial name and renamed into place, as a single encoder's video.
+same codec, CRF and preset (each segment opens with a keyframe), each written as an
+MPEG-TS stream whose timestamps start where the segment starts in the video; the
+streams, concatenated, are remuxed by stream copy into the final MP4, written under the
+video's hidden partial name and renamed into place, as a single encoder's video.
 Segment k's frames are coloured and piped to its encoder as soon as they are
 complete, by frame threads shared by every segment that colour the lowest frame first:
 the segments in turn, so that each encoder gets its frames early, for ``farm encode`` as
 during a render.
 
-Timestamps: the concat demuxer shifts each segment by the duration of those before
-it, counted in microseconds. A segment of ``n`` frames at ``fps`` lasts a whole
-number of microseconds when ``n`` is a multiple of ``fps / gcd(fps, 10^6)`` (3 at 24,
-30 or 60 fps, 1 at 25); every segment but the last is cut to such a length, and the
-joined video's timestamps are then exactly one encoder's (20-frame segments at 30 fps
-moved every later frame by 10/15360 s, measured). The joined video decodes to the
-frames one encoder is fed, in order (tests/test_encode.py, lossless at CRF 0).
+Timestamps: a segment's start is given to its muxer in microseconds and kept in MPEG-TS's
+90 kHz clock, so every segment but the last is cut to a whole number of both: ``n``
+frames at ``fps``, ``n`` a multiple of :func:`frame_quantum` (3 at 24, 30 or 60 fps, 1 at
+25). The MP4 gets the time scale a single encoder's MP4 has (``fps`` doubled up to at
+least 10000: 15360 at 30 fps) and, the streams' access unit delimiters (which MPEG-TS
+adds) dropped, the same packets: the joined video's timestamps are exactly one encoder's,
+and it decodes to the frames one encoder is fed, in order (tests/test_encode.py,
+lossless at CRF 0). Until 2026-11-26 the segments were MP4 files joined by ffmpeg's
+concat demuxer, which opens and probes each one, decoding its first frames with a
+decoder thread per core: 0.6-0.7 s for 8 segments of the heavy 1080p zoom, 1.2-1.8 s for
+16 of the minibrot zoom on 16-core H200 hosts (0.37 s for 8 on the 2-core machine), where
+remuxing the same bytes from one stream takes a fraction of that (BENCHMARKS.md,
+fourteenth session).
 
 K (:func:`segment_count`): the environment variable FARM_ENCODE_SEGMENTS, else 1.
 Until 2026-11-26 a segment's encoder was closed only when :meth:`SegmentedSink.finish`
@@ -40,9 +47,12 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shutil
 import subprocess
+import tempfile
 import threading
 from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 
 from farm.color.methods import Style
@@ -54,12 +64,24 @@ from farm.errors import UsageError
 from farm.progress import Progress
 
 SHORTEST = 3  # frames of a segment at least, whatever FARM_ENCODE_SEGMENTS asks
+TS_CLOCK = 90000  # MPEG-TS timestamps: ticks a second
 ENV = "FARM_ENCODE_SEGMENTS"
 
 
 def frame_quantum(fps: int) -> int:
-    """Frames whose duration at ``fps`` is a whole number of microseconds."""
-    return fps // math.gcd(fps, 10**6)
+    """Frames whose duration at ``fps`` is a whole number of microseconds and of MPEG-TS
+    clock ticks (1/90000 s)."""
+    return math.lcm(fps // math.gcd(fps, 10**6), fps // math.gcd(fps, TS_CLOCK))
+
+
+def mp4_timescale(fps: int) -> int:
+    """The time scale of a video track that ffmpeg's MP4 muxer gives a stream of ``fps``
+    frames a second (doubled until at least 10000): the single encoder's, kept by the
+    join."""
+    scale = fps
+    while scale < 10000:
+        scale *= 2
+    return scale
 
 
 def segment_count(frames: int, fps: int) -> int:
@@ -90,33 +112,41 @@ def boundaries(frames: int, count: int, fps: int) -> list[int]:
 
 
 def segment_path(video: Path, k: int) -> Path:
-    """Where segment k of ``video`` is kept until the join (hidden, beside it)."""
-    return video.with_name(f".{video.stem}.seg{k:03d}{video.suffix}")
+    """Where segment k of ``video`` is kept until the join (hidden, beside it): an
+    MPEG-TS stream."""
+    return video.with_name(f".{video.stem}.seg{k:03d}.ts")
 
 
-def _quoted(name: str) -> str:
-    """A file name in a concat list: single-quoted, a quote written as '\\''."""
-    return "'" + name.replace("'", "'\\''") + "'"
-
-
-def join(parts: list[Path], video: Path) -> Path:
-    """Join the segment files ``parts`` (in order) into ``video`` by stream copy: written
-    as its partial file, renamed into place. The parts and the list are removed."""
-    listing = video.with_name(f".{video.stem}.segments.txt")
+def join(parts: list[Path], video: Path, fps: int) -> Path:
+    """Join the segment streams ``parts`` (in order, MPEG-TS) into the MP4 ``video`` by
+    stream copy: their bytes, one after the other, into one ffmpeg (see the module's
+    docstring); written as its partial file, renamed into place. The parts are removed."""
     tmp = partial_path(video)
+    cmd = [ff.ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "mpegts", "-i", "pipe:",
+           "-map", "0", "-c", "copy", "-bsf:v", "filter_units=remove_types=9",
+           "-video_track_timescale", str(mp4_timescale(fps)), "-movflags", "+faststart",
+           "-f", "mp4", "-y", str(tmp)]
     try:
-        listing.write_text("ffconcat version 1.0\n" + "".join(f"file {_quoted(p.name)}\n" for p in parts))
-        cmd = [ff.ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "concat", "-safe", "0",
-               "-i", str(listing), "-map", "0", "-c", "copy", "-movflags", "+faststart",
-               "-f", "mp4", "-y", str(tmp)]
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise EncodeError("ffmpeg could not join the video's segments: "
-                              + ff.last_line(done.stderr, done.returncode))
+        with tempfile.TemporaryFile() as errors:
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=errors)
+            assert proc.stdin is not None
+            try:
+                for part in parts:
+                    with open(part, "rb") as fh:
+                        shutil.copyfileobj(fh, proc.stdin, 1 << 20)
+            except BrokenPipeError:
+                pass  # ffmpeg stopped: its status and message say why
+            finally:
+                with contextlib.suppress(BrokenPipeError):
+                    proc.stdin.close()
+            if proc.wait() != 0:
+                errors.seek(0)
+                raise EncodeError("ffmpeg could not join the video's segments: "
+                                  + ff.last_line(errors.read().decode(errors="replace"), proc.returncode))
         os.replace(tmp, video)
         return video
     finally:
-        for path in (listing, tmp, *parts):
+        for path in (tmp, *parts):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
 
@@ -152,6 +182,7 @@ class SegmentedSink:
         codec = ff.choose_codec(settings.codec, width - width % 2, height - height % 2)
         self.path = Path(settings.path)
         self.cuts = boundaries(frames, count, settings.fps)
+        self.fps = settings.fps
         self._bar = Progress(frames, "encode", unit="frames") if progress else None
         shared = _SharedBar(self._bar) if self._bar else None
         self.parts = [segment_path(self.path, k) for k in range(len(self.cuts) - 1)]
@@ -163,7 +194,7 @@ class SegmentedSink:
                 # each, K = 8 took 3.9x plain ffmpeg's time (x264's threads wait on each
                 # other; more of them than cores keep the cores busy, as K plain processes do)
                 output = VideoOutput(replace(settings, path=part, codec=codec), width, height,
-                                     faststart=False)
+                                     faststart=False, ts_offset=Fraction(self.cuts[k], settings.fps))
                 self.sinks.append(FrameSink(store_path, output, style, smoothing,
                                             range(self.cuts[k], self.cuts[k + 1]),
                                             colourer=colourer, bar=shared, pool=self.pool,
@@ -193,7 +224,7 @@ class SegmentedSink:
         try:
             parts = [sink.finish() for sink in self.sinks]
             self.pool.shutdown()
-            path = join(parts, self.path)
+            path = join(parts, self.path, self.fps)
         except BaseException:
             self.abort()
             raise
