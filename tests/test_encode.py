@@ -485,22 +485,26 @@ def test_segmented_sink_during_a_render_equals_encode(store, tmp_path):
 
 def test_a_segment_is_finished_as_soon_as_its_frames_are_written(long_store, tmp_path):
     # during a render frames complete in order: the first segment's encoder must finish
-    # (its lookahead flushed, its file in place) while the later ones still wait, not in
-    # turn at finish(), which made 16 segments of a 1080p zoom take 8.6 s against 4.1
+    # (its lookahead flushed, its stream complete and handed to the join) while the later
+    # ones still wait, not in turn at finish(), which made 16 segments of a 1080p zoom take
+    # 8.6 s against 4.1
     from farm.encode import probe
     from farm.encode.segments import segment_path
 
     spec = stored_spec(long_store)
     video = tmp_path / "s.mp4"
     sink = open_video_sink(long_store, spec.color, VideoSettings(video, 25), segments=4)
-    first = segment_path(video, 0)
     for f in range(10 + spec.color.smoothing):  # segment 0 is frames 0..9
         sink.frame_complete(f)
     deadline = time.monotonic() + 60
-    while not first.exists() and time.monotonic() < deadline:
+    while not sink.sinks[0].closed and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert first.exists(), "the first segment was not finished before finish()"
-    assert not segment_path(video, 3).exists()
+    assert sink.sinks[0].closed, "the first segment was not finished before finish()"
+    assert not sink.sinks[3].closed
+    first = segment_path(video, 0)  # and the join has taken its stream (and removed it)
+    while first.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not first.exists(), "the join did not take the first segment before finish()"
     for f in range(40):
         sink.frame_complete(f)
     assert sink.finish() == video and probe(video)[0] == 40

@@ -45,6 +45,7 @@ on a 16-core H200 host, 2026-11-25); no segment is shorter than SHORTEST frames.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import shutil
@@ -117,38 +118,87 @@ def segment_path(video: Path, k: int) -> Path:
     return video.with_name(f".{video.stem}.seg{k:03d}.ts")
 
 
-def join(parts: list[Path], video: Path, fps: int) -> Path:
-    """Join the segment streams ``parts`` (in order, MPEG-TS) into the MP4 ``video`` by
-    stream copy: their bytes, one after the other, into one ffmpeg (see the module's
-    docstring); written as its partial file, renamed into place. The parts are removed."""
-    tmp = partial_path(video)
-    cmd = [ff.ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "mpegts", "-i", "pipe:",
-           "-map", "0", "-c", "copy", "-bsf:v", "filter_units=remove_types=9",
-           "-video_track_timescale", str(mp4_timescale(fps)), "-movflags", "+faststart",
-           "-f", "mp4", "-y", str(tmp)]
-    try:
-        with tempfile.TemporaryFile() as errors:
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=errors)
-            assert proc.stdin is not None
-            try:
-                for part in parts:
-                    with open(part, "rb") as fh:
-                        shutil.copyfileobj(fh, proc.stdin, 1 << 20)
-            except BrokenPipeError:
-                pass  # ffmpeg stopped: its status and message say why
-            finally:
-                with contextlib.suppress(BrokenPipeError):
-                    proc.stdin.close()
-            if proc.wait() != 0:
-                errors.seek(0)
-                raise EncodeError("ffmpeg could not join the video's segments: "
-                                  + ff.last_line(errors.read().decode(errors="replace"), proc.returncode))
-        os.replace(tmp, video)
-        return video
-    finally:
-        for path in (tmp, *parts):
+class Joiner:
+    """The join, begun before the segments end: one ffmpeg remuxes MPEG-TS from its
+    standard input into the MP4's partial file (see the module's docstring), and a
+    thread feeds it each segment's stream as soon as that segment and those before it
+    are finished (:meth:`segment_done`), then removes the stream. The frame pool colours
+    the segments in turn, so they finish about in turn, and what is left at the end is
+    the last segments' bytes and the MP4's index. :meth:`finish` waits for it and
+    renames the video into place; :meth:`abort` stops it and removes what it wrote."""
+
+    def __init__(self, parts: list[Path], video: Path, fps: int):
+        self.parts, self.video, self.tmp = parts, video, partial_path(video)
+        self._done = [threading.Event() for _ in parts]
+        self._stopped = False
+        self._errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed by finish or abort)
+        cmd = [ff.ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "mpegts", "-i", "pipe:",
+               "-map", "0", "-c", "copy", "-bsf:v", "filter_units=remove_types=9",
+               "-video_track_timescale", str(mp4_timescale(fps)), "-movflags", "+faststart",
+               "-f", "mp4", "-y", str(self.tmp)]
+        # its own process group: a Ctrl-C reaches the farm, which stops ffmpeg itself
+        self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=self._errors, process_group=0)
+        self._thread = threading.Thread(target=self._feed, name="farm-join", daemon=True)
+        self._thread.start()
+
+    def segment_done(self, k: int) -> None:
+        """Segment k's stream is complete (its encoder has ended)."""
+        self._done[k].set()
+
+    def _feed(self) -> None:
+        stdin = self._proc.stdin
+        assert stdin is not None
+        try:
+            for part, done in zip(self.parts, self._done, strict=True):
+                done.wait()
+                if self._stopped:
+                    return
+                with open(part, "rb") as fh:
+                    shutil.copyfileobj(fh, stdin, 1 << 20)
+                part.unlink()
+        except (OSError, ValueError):
+            pass  # ffmpeg stopped (its status says why), or a segment is missing: finish raises
+        finally:
+            with contextlib.suppress(OSError):
+                stdin.close()
+
+    def finish(self) -> Path:
+        """Wait for the join (every segment must be done); the video is then in place."""
+        self._thread.join()
+        returncode = self._proc.wait()
+        self._errors.seek(0)
+        message = self._errors.read().decode(errors="replace")
+        self._errors.close()
+        if returncode != 0 or any(part.exists() for part in self.parts):
+            self.abort()
+            raise EncodeError("ffmpeg could not join the video's segments: "
+                              + ff.last_line(message, returncode))
+        os.replace(self.tmp, self.video)
+        return self.video
+
+    def abort(self) -> None:
+        """Stop the join; remove the partial video and the segments' streams. Idempotent."""
+        self._stopped = True
+        for done in self._done:
+            done.set()
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._proc.wait()
+        self._thread.join()
+        with contextlib.suppress(ValueError):
+            self._errors.close()
+        for path in (self.tmp, *self.parts):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+
+
+def join(parts: list[Path], video: Path, fps: int) -> Path:
+    """Join the finished segment streams ``parts`` (in order) into the MP4 ``video``
+    (:class:`Joiner`, every segment done). The parts are removed."""
+    joiner = Joiner(parts, video, fps)
+    for k in range(len(parts)):
+        joiner.segment_done(k)
+    return joiner.finish()
 
 
 class _SharedBar:
@@ -188,7 +238,9 @@ class SegmentedSink:
         self.parts = [segment_path(self.path, k) for k in range(len(self.cuts) - 1)]
         self.sinks: list[FrameSink] = []
         self.pool = FramePool(frame_threads or video_threads())
+        self.joiner: Joiner | None = None
         try:
+            self.joiner = Joiner(self.parts, self.path, settings.fps)
             for k, part in enumerate(self.parts):
                 # each encoder with x264's own thread count (1.5 a core): with cores / K
                 # each, K = 8 took 3.9x plain ffmpeg's time (x264's threads wait on each
@@ -198,7 +250,8 @@ class SegmentedSink:
                 self.sinks.append(FrameSink(store_path, output, style, smoothing,
                                             range(self.cuts[k], self.cuts[k + 1]),
                                             colourer=colourer, bar=shared, pool=self.pool,
-                                            threads=max(2, self.pool.threads // 2)))
+                                            threads=max(2, self.pool.threads // 2),
+                                            on_closed=functools.partial(self.joiner.segment_done, k)))
         except BaseException:
             self.abort()
             raise
@@ -222,9 +275,11 @@ class SegmentedSink:
     def finish(self) -> Path:
         """Wait for every segment, join them; the video is then in place."""
         try:
-            parts = [sink.finish() for sink in self.sinks]
+            for sink in self.sinks:
+                sink.finish()
             self.pool.shutdown()
-            path = join(parts, self.path, self.fps)
+            assert self.joiner is not None
+            path = self.joiner.finish()
         except BaseException:
             self.abort()
             raise
@@ -237,6 +292,8 @@ class SegmentedSink:
         for sink in self.sinks:
             sink.abort()
         self.pool.shutdown(cancel_futures=True)
+        if self.joiner is not None:
+            self.joiner.abort()
         for path in (*self.parts, partial_path(self.path)):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()

@@ -173,13 +173,14 @@ class FrameSink:
     for PNG outputs, one per core so that compression uses them all); ``pool``: the
     frame threads to use instead of ``threads`` of its own (then ``threads`` is how many
     of its frames it asks for at once: a :class:`FramePool` shared by a segmented
-    video's sinks). ``progress``:
+    video's sinks); ``on_closed``: called once the output is closed (all written). ``progress``:
     draw a progress bar; ``bar``: advance this one instead (shared with other sinks)."""
 
     def __init__(self, store_path: str | os.PathLike[str], output: Output, style: Style,
                  smoothing: int, frames: Iterable[int] | None = None, *,
                  colourer: Colourer | None = None, threads: int | None = None,
-                 pool: FramePool | None = None, progress: bool = False, bar: Bar | None = None):
+                 pool: FramePool | None = None, progress: bool = False, bar: Bar | None = None,
+                 on_closed: Callable[[], None] | None = None):
         self.store_path = Path(store_path)
         # one reader for the sink's life, shared by its frame threads: what a render
         # changes it reads past HDF5's caches (farm/store/reader.py, Store._live); an
@@ -201,6 +202,7 @@ class FrameSink:
         self.threads = max(1, threads)
         self.error: BaseException | None = None
         self._result: Path | None = None  # the output's path, once it is closed
+        self._on_closed = on_closed  # called then (a segmented video's join takes the segment)
         # for the render's timeline: seconds colouring (summed over frame threads), seconds
         # handing frames to the output (ffmpeg's pipe: encoding), frames written
         self.color_s = self.write_s = 0.0
@@ -215,6 +217,11 @@ class FrameSink:
             pool or ThreadPoolExecutor(self.threads, thread_name_prefix="farm-frame"))
         self._thread = threading.Thread(target=self._run, name="farm-sink", daemon=True)
         self._thread.start()
+
+    @property
+    def closed(self) -> bool:
+        """Every frame is written and the output closed (a video's encoder has ended)."""
+        return self._result is not None
 
     # ------------------------------------------------------------------ caller side
     def frame_complete(self, f: int) -> None:
@@ -311,6 +318,8 @@ class FrameSink:
                 else:  # every frame written: the output is finished now, not at finish()
                     # (a segment's encoder then flushes while later segments still encode)
                     self._result = self.output.close()
+                    if self._on_closed is not None:
+                        self._on_closed()
                     return
         except BaseException as err:  # finish() raises it
             self.error = err
