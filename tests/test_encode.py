@@ -400,10 +400,17 @@ def test_segment_boundaries_keep_timestamps_whole():
 
 
 def test_segment_count_from_the_environment(monkeypatch):
+    import farm.encode.segments as segments
     from farm.encode.segments import segment_count
 
     monkeypatch.delenv("FARM_ENCODE_SEGMENTS", raising=False)
-    assert segment_count(120, 30) == 1  # one encoder unless asked (measured faster)
+    monkeypatch.setattr(segments, "usable_cores", lambda: 2)
+    assert segment_count(120, 30) == 1  # one encoder on a small machine
+    monkeypatch.setattr(segments, "usable_cores", lambda: 16)
+    assert segment_count(120, 30) == 16  # 16 on 16 cores (measured faster there)
+    assert segment_count(20, 30) == 6  # no segment shorter than 3 frames
+    monkeypatch.setenv("FARM_ENCODE_SEGMENTS", "1")
+    assert segment_count(120, 30) == 1
     monkeypatch.setenv("FARM_ENCODE_SEGMENTS", "3")
     assert segment_count(9, 25) == 3
     assert segment_count(8, 25) == 2  # no segment shorter than 3 frames

@@ -1,4 +1,4 @@
-"""A video encoded as K segments at once and joined without encoding again (opt-in).
+"""A video encoded as K segments at once and joined without encoding again.
 
 x264's own threads stop scaling at 1080p (on the 32-core GPU host one ffmpeg encoded
 ~68-78 frames/s with preset faster, however many threads it had), so splitting the
@@ -27,7 +27,15 @@ decoder thread per core: 0.6-0.7 s for 8 segments of the heavy 1080p zoom, 1.2-1
 remuxing the same bytes from one stream takes a fraction of that (BENCHMARKS.md,
 fourteenth session).
 
-K (:func:`segment_count`): the environment variable FARM_ENCODE_SEGMENTS, else 1.
+K (:func:`segment_count`): the environment variable FARM_ENCODE_SEGMENTS, else
+DEFAULT_SEGMENTS on a machine of at least MANY_CORES cores, else 1. Since the segments
+are coloured in turn (:class:`~farm.encode.sink.FramePool`) and joined as they finish
+(:class:`Joiner`), 16 segments beat one on a 16-core H200 host, alternated: the heavy
+1080p zoom's whole render with video 3.94-4.53 s against 4.58-4.96 s (four rounds, 16
+ahead in each), `farm encode` of the 360-frame minibrot zoom 7.60-8.21 s against
+8.20-8.77 s (three rounds); 8 segments between the two (BENCHMARKS.md, fourteenth
+session). Smaller machines keep one encoder: measured on 16 cores only, and on the
+2-core machine segments cost more than they give (each is an ffmpeg of its own).
 Until 2026-11-26 a segment's encoder was closed only when :meth:`SegmentedSink.finish`
 reached it, so the encoders flushed x264's lookahead one after another (0.3-0.6 s each
 at 1080p): ``farm encode`` took 5.97 s in 4 segments against 3.05 s in one (2026-11-23),
@@ -57,6 +65,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from farm.color.methods import Style
+from farm.cores import usable_cores
 from farm.encode import ffmpeg as ff
 from farm.encode.ffmpeg import EncodeError, VideoSettings, partial_path
 from farm.encode.outputs import VideoOutput
@@ -66,6 +75,8 @@ from farm.progress import Progress
 
 SHORTEST = 3  # frames of a segment at least, whatever FARM_ENCODE_SEGMENTS asks
 TS_CLOCK = 90000  # MPEG-TS timestamps: ticks a second
+MANY_CORES = 16  # cores from which a video is encoded in DEFAULT_SEGMENTS segments
+DEFAULT_SEGMENTS = 16
 ENV = "FARM_ENCODE_SEGMENTS"
 
 
@@ -96,6 +107,8 @@ def segment_count(frames: int, fps: int) -> int:
         if count < 1:
             raise UsageError(f"{ENV}: {count} must be >= 1")
         return len(boundaries(frames, count, fps)) - 1
+    if usable_cores() >= MANY_CORES:
+        return len(boundaries(frames, DEFAULT_SEGMENTS, fps)) - 1
     return 1
 
 
