@@ -13,8 +13,8 @@ under py-spy to see where a sink's time goes (BENCHMARKS.md, "The data path").
 With ``--plain K,..`` it then writes the same frames, coloured, as raw RGB to /dev/shm
 and times K plain ffmpeg processes encoding K parts of them with the store's settings
 (benchmarks/datapath.py's baseline) for each K. ``--segments K`` encodes the frames as
-a segmented video does (farm/encode/segments.py: K encoders at once, each segment's
-sink with ``--threads`` frame threads, default max(2, 8 // K)), joined, then removed.
+a segmented video does (farm/encode/segments.py: K encoders at once, the segments'
+sinks sharing ``--threads`` frame threads, default one video's), joined, then removed.
 
 Each run also says where its frames' time went (summed over frames, and as a share of
 the wall time): reading the raw channels, the colour statistics (histogram rows),
