@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """When a render's video gets its frames, and when its encoders take and finish them.
 
-    python3 benchmarks/video_trace.py -- render JOB.toml --store S --video V --restart
-    python3 benchmarks/video_trace.py -- encode STORE --video V
+    python3 benchmarks/video_trace.py render JOB.toml [farm render's options]
+    python3 benchmarks/video_trace.py encode STORE [farm encode's options]
 
-Runs ``python3 -m farm ARGS`` with benchmarks/video_trace/sitecustomize.py loaded in
+(a ``--`` before the farm command is allowed). Runs ``python3 -m farm ARGS`` with benchmarks/video_trace/sitecustomize.py loaded in
 each of its Python processes (the render's video process too), then prints, in seconds
 from the command's start: the frames announced complete (first, last), when the video
 process got its job and made its colourer, the first frames' colouring, and per encoder
