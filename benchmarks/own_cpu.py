@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A farm command's wall-clock seconds, its own CPU seconds and its children's (ffmpeg's).
 
-    python3 benchmarks/own_cpu.py encode STORE --video OUT.mp4
+    python3 benchmarks/own_cpu.py encode STORE [farm encode's options]
 
 Runs ``farm ARGS`` in this process and prints one line: what the farm's own threads
 spent (getrusage SELF) beside what the processes it started spent (CHILDREN: the
