@@ -409,6 +409,7 @@ def test_segment_count_from_the_environment(monkeypatch):
     monkeypatch.setattr(segments, "usable_cores", lambda: 16)
     assert segment_count(120, 30) == 16  # 16 on 16 cores (measured faster there)
     assert segment_count(20, 30) == 6  # no segment shorter than 3 frames
+    assert segment_count(120, 30, expmap=True) == 1  # strips synthesised per segment: not measured
     monkeypatch.setenv("FARM_ENCODE_SEGMENTS", "1")
     assert segment_count(120, 30) == 1
     monkeypatch.setenv("FARM_ENCODE_SEGMENTS", "3")

@@ -99,14 +99,14 @@ def open_video_sink(store_path: str | os.PathLike[str], color, video: VideoSetti
     SpecError (``color.palette``, ``output.video``) before writing anything when the
     palette or the video path cannot be used."""
     with Store(store_path) as store:
-        frames, size = store.frames, store.spec.size
+        frames, size, expmap = store.frames, store.spec.size, store.expmap
     style = _checked_style(color, video.path, frames)
     if video.audio is not None and frames > 1:  # the silent video first, the soundtrack at finish
         silent = replace(video, path=silent_path(video.path), audio=None)
         inner = open_video_sink(store_path, color, silent, progress=progress, colourer=colourer,
                                 segments=segments)
         return SoundtrackSink(inner, video.path, video.audio)
-    count = 1 if frames == 1 else segments or segment_count(frames, video.fps)
+    count = 1 if frames == 1 else segments or segment_count(frames, video.fps, expmap)
     if count > 1 and len(boundaries(frames, count, video.fps)) > 2:
         return SegmentedSink(store_path, video, size, style, color.smoothing, frames, count,
                              colourer=colourer, progress=progress)

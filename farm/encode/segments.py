@@ -96,8 +96,10 @@ def mp4_timescale(fps: int) -> int:
     return scale
 
 
-def segment_count(frames: int, fps: int) -> int:
-    """Segments to encode ``frames`` frames in (see the module's docstring)."""
+def segment_count(frames: int, fps: int, expmap: bool = False) -> int:
+    """Segments to encode ``frames`` frames in (see the module's docstring); a video
+    synthesised from an ``expmap`` store's strips keeps one encoder unless asked (each
+    segment's sink keeps its own window of strip rows: not measured in 16)."""
     wanted = os.environ.get(ENV, "").strip()
     if wanted:
         try:
@@ -107,7 +109,7 @@ def segment_count(frames: int, fps: int) -> int:
         if count < 1:
             raise UsageError(f"{ENV}: {count} must be >= 1")
         return len(boundaries(frames, count, fps)) - 1
-    if usable_cores() >= MANY_CORES:
+    if usable_cores() >= MANY_CORES and not expmap:
         return len(boundaries(frames, DEFAULT_SEGMENTS, fps)) - 1
     return 1
 

@@ -103,11 +103,11 @@ class FramePool:
     """Frame threads shared by the sinks of a segmented video, which run the lowest
     frame asked for first: the segments are then coloured in turn, and each segment's
     encoder has its frames, and starts its real work, as early as it can (x264 holds a
-    short segment's frames until it has them all). Each sink asking for its next few
-    frames of a pool of its own fed every segment at once, and every segment's encoder
-    worked at the end (16 segments of the minibrot zoom on a 16-core H200 host: frames
-    written until 2.2-4.6 s, encoders done at 3.0-8.1 s; BENCHMARKS.md, fourteenth
-    session). ``submit(fn, frame)`` runs ``fn(frame)``; ``shutdown`` as an executor's."""
+    short segment's frames until it has them all). Before, each sink had a pool of its
+    own, every segment was fed at once and every encoder worked at the end (16 segments
+    of the minibrot zoom on a 16-core H200 host: frames written until 2.2-4.6 s,
+    encoders done at 3.0-8.1 s; BENCHMARKS.md, fourteenth session).
+    ``submit(fn, frame)`` runs ``fn(frame)``; ``shutdown`` as an executor's."""
 
     def __init__(self, threads: int):
         self.threads = max(1, threads)
