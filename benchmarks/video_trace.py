@@ -4,12 +4,13 @@
     python3 benchmarks/video_trace.py render JOB.toml [farm render's options]
     python3 benchmarks/video_trace.py encode STORE [farm encode's options]
 
-(a ``--`` before the farm command is allowed). Runs ``python3 -m farm ARGS`` with benchmarks/video_trace/sitecustomize.py loaded in
-each of its Python processes (the render's video process too), then prints, in seconds
-from the command's start: the frames announced complete (first, last), when the video
-process got its job and made its colourer, the first frames' colouring, and per encoder
-(one per segment) its start, first and last frame written, close and end, and the join.
-FARM_ENCODE_SEGMENTS applies as usual."""
+(a ``--`` before the farm command is allowed). Runs ``python3 -m farm ARGS`` with
+benchmarks/video_trace/sitecustomize.py loaded in each of its Python processes (the
+render's video process too), then prints, in seconds from the command's start: the
+frames announced complete (first, last), when the video process got its job and made its
+colourer, the first frames' colouring, and per encoder (one per segment) its start,
+first and last frame written, close and end, and the join. FARM_ENCODE_SEGMENTS applies
+as usual."""
 
 from __future__ import annotations
 
@@ -45,6 +46,10 @@ def main() -> None:
 
     for t in sorted(traces, key=lambda t: t["start"]):
         stamps = {k: at(v) for k, v in t.items() if isinstance(v, float) and k != "start"}
+        handed = sorted(t.get("segment_done", {}).values())
+        if handed:
+            stamps["segments handed to the join, first"] = at(handed[0])
+            stamps["segments handed to the join, last"] = at(handed[-1])
         if not (t["enc"] or t["complete"] or stamps):
             continue
         print(f"process {t['pid']} {' '.join(t['argv'])}: started {at(t['start'])}", *(

@@ -4,8 +4,9 @@ through PYTHONPATH by benchmarks/video_trace.py; does nothing unless FARM_TRACE 
 Each process writes ``$FARM_TRACE.<pid>.json`` at exit: its start (unix time), when each
 frame was announced to a sink, each encoder's start, first and last frame written, close
 and end (``enc``), when each frame's colouring began and ended, when the colourer was
-made, and the segments' join. Wrapping, not changing: the farm's functions are replaced
-by ones that stamp the time and call them."""
+made, and the segments' join (when each segment was handed to it, and its end).
+Wrapping, not changing: the farm's functions are replaced by ones that stamp the time
+and call them."""
 
 import atexit
 import json
@@ -89,7 +90,14 @@ if os.environ.get("FARM_TRACE"):
 
         sink.FrameSink.frame_complete, sink.FrameSink._frame = frame_complete, frame
         _around(sink, "default_colourer", "colourer")
-        _around(segments, "join", "join")
+        _around(segments.Joiner, "finish", "join_finish")  # from the last segment's end
+        _segment_done = segments.Joiner.segment_done
+
+        def segment_done(self, k):
+            T.setdefault("segment_done", {})[str(k)] = time.time()
+            _segment_done(self, k)
+
+        segments.Joiner.segment_done = segment_done
         _around(encode, "open_video_sink", "open_sink")
         _around(process.SinkProcess, "finish", "sink_process_finish")
     except Exception as err:  # a farm without one of these: say so in the trace
