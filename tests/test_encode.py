@@ -561,3 +561,18 @@ def test_the_shared_frame_pool_colours_the_lowest_frame_first():
     assert all(futures[f].done() for f in futures)
     with pytest.raises(RuntimeError):
         pool.submit(order.append, 1)
+
+
+def test_a_join_that_fails_says_so_and_leaves_nothing(tmp_path):
+    """Segment streams ffmpeg cannot read: the join raises EncodeError naming the join,
+    and neither the video, its partial file nor the segments' streams are left."""
+    from farm.encode.ffmpeg import EncodeError
+    from farm.encode.segments import join, segment_path
+
+    video = tmp_path / "v.mp4"
+    parts = [segment_path(video, k) for k in range(3)]
+    for part in parts:
+        part.write_bytes(b"not an MPEG-TS stream " * 1000)
+    with pytest.raises(EncodeError, match="could not join"):
+        join(parts, video, 30)
+    assert sorted(tmp_path.iterdir()) == []
