@@ -21,8 +21,8 @@ least 10000: 15360 at 30 fps) and, the streams' access unit delimiters (which MP
 adds) dropped, the same packets: the joined video's timestamps are exactly one encoder's,
 and it decodes to the frames one encoder is fed, in order (tests/test_encode.py,
 lossless at CRF 0). Until 2026-11-26 the segments were MP4 files joined by ffmpeg's
-concat demuxer, which opens and probes each one, decoding its first frames with a
-decoder thread per core: 0.6-0.7 s for 8 segments of the heavy 1080p zoom, 1.2-1.8 s for
+concat demuxer, which opens and probes each one, decoding its first frames: 0.6-0.7 s
+for 8 segments of the heavy 1080p zoom, 1.2-1.8 s for
 16 of the minibrot zoom on 16-core H200 hosts (0.37 s for 8 on the 2-core machine), where
 remuxing the same bytes from one stream takes a fraction of that (BENCHMARKS.md,
 fourteenth session).
