@@ -13,17 +13,17 @@ complete, by frame threads shared by every segment that colour the lowest frame 
 the segments in turn, so that each encoder gets its frames early, for ``farm encode`` as
 during a render.
 
-Timestamps: a segment's start is given to its muxer in microseconds and kept in MPEG-TS's
-90 kHz clock, so every segment but the last is cut to a whole number of both: ``n``
-frames at ``fps``, ``n`` a multiple of :func:`frame_quantum` (3 at 24, 30 or 60 fps, 1 at
-25). The MP4 gets the time scale a single encoder's MP4 has (``fps`` doubled up to at
-least 10000: 15360 at 30 fps) and, the streams' access unit delimiters (which MPEG-TS
-adds) dropped, the same packets: the joined video's timestamps are exactly one encoder's,
-and it decodes to the frames one encoder is fed, in order (tests/test_encode.py,
-lossless at CRF 0). Until 2026-11-26 the segments were MP4 files joined by ffmpeg's
-concat demuxer, which opens and probes each one, decoding its first frames: 0.6-0.7 s
-for 8 segments of the heavy 1080p zoom, 1.2-1.8 s for
-16 of the minibrot zoom on 16-core H200 hosts (0.37 s for 8 on the 2-core machine), where
+Timestamps: a segment's start is given to its muxer in microseconds and kept in MPEG-
+TS's 90 kHz clock, so every segment but the last is cut to a whole number of both: ``n``
+frames at ``fps``, ``n`` a multiple of :func:`frame_quantum` (3 at 24, 30 or 60 fps, 1
+at 25). The MP4 gets the time scale a single encoder's MP4 has (``fps`` doubled up to at
+least 10000: 15360 at 30 fps), and the access unit delimiters MPEG-TS adds are dropped
+(packets as large as the concat demuxer's join gave, measured): the joined video's
+timestamps are exactly one encoder's, and it decodes to the frames one encoder is fed,
+in order (tests/test_encode.py, lossless at CRF 0). Until 2026-11-26 the segments were
+MP4 files joined by ffmpeg's concat demuxer, which opens and probes each one, decoding
+its first frames: 0.6-0.7 s for 8 segments of the heavy 1080p zoom, 1.2-1.8 s for 16 of
+the minibrot zoom on 16-core H200 hosts (0.37 s for 8 on the 2-core machine), where
 remuxing the same bytes from one stream takes a fraction of that (BENCHMARKS.md,
 fourteenth session).
 
