@@ -5,10 +5,11 @@ way: farm/encode/segments.py runs every segment's sink in one process).
     python3 benchmarks/segment_processes.py STORE K OUT.mp4
 
 Starts K processes at once; process k colours and encodes segment k's frames (the
-boundaries, codec settings and frame threads of farm/encode/segments.py) into the
-segment's file; then the segments are joined as the farm joins them. Prints the
-seconds of the segments and of the join. Were the segments slow for sharing one
-interpreter's lock, this would be faster than FARM_ENCODE_SEGMENTS=K farm encode."""
+boundaries and encoder of farm/encode/segments.py; frame threads of its own, max(2, 8 //
+K), as each segment had before they shared one pool) into the segment's stream; then the
+segments are joined as the farm joins them. Prints the seconds of the segments and of
+the join. Were the segments slow for sharing one interpreter's lock, this would be
+faster than FARM_ENCODE_SEGMENTS=K farm encode."""
 
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import replace
-from fractions import Fraction
 from pathlib import Path
 
 
@@ -25,7 +24,6 @@ def segment(store: str, count: int, out: Path, k: int) -> None:
     from farm.encode import _checked_style
     from farm.encode import segments as sg
     from farm.encode.ffmpeg import VideoSettings, choose_codec
-    from farm.encode.outputs import VideoOutput
     from farm.encode.sink import FrameSink
     from farm.store.reader import Store
 
@@ -34,9 +32,7 @@ def segment(store: str, count: int, out: Path, k: int) -> None:
     settings = VideoSettings.from_spec(spec, str(out))
     cuts = sg.boundaries(frames, count, settings.fps)
     w, h = spec.size
-    codec = choose_codec(settings.codec, w - w % 2, h - h % 2)
-    output = VideoOutput(replace(settings, path=sg.segment_path(out, k), codec=codec), w, h, faststart=False,
-                         ts_offset=Fraction(cuts[k], settings.fps))
+    output = sg.segment_output(settings, choose_codec(settings.codec, w - w % 2, h - h % 2), (w, h), cuts, k)
     sink = FrameSink(store, output, _checked_style(spec.color, out, frames), spec.color.smoothing,
                      range(cuts[k], cuts[k + 1]), threads=max(2, 8 // (len(cuts) - 1)))
     for f in range(frames):

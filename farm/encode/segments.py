@@ -45,7 +45,7 @@ heavy 1080p zoom's 120 frames (``FARM_ENCODE_SEGMENTS=K farm encode``, two runs 
 K = 1 3.72-4.20 s, 2 3.49-3.82, 4 3.79-3.81, 8 4.07-4.15, 16 4.57-4.92 (plain ffmpeg
 from raw frames, K processes: 3.68, 3.35, 2.99 and, 16, 2.47 s); the whole render with
 its video, K = 1 5.17-5.44 s, 4 5.17-5.27, 8 5.01-6.41, 16 5.50-6.57. Within the host's
-spread, so one encoder stays the default. Each encoder gets x264's own thread count
+spread, so one encoder stayed the default then. Each encoder gets x264's own thread count
 (with ``cores / K`` each, 8 segments of 360 1080p frames took 27.6 s against 11.6 s now,
 on a 16-core H200 host, 2026-11-25); no segment is shorter than SHORTEST frames.
 """
@@ -131,6 +131,17 @@ def segment_path(video: Path, k: int) -> Path:
     """Where segment k of ``video`` is kept until the join (hidden, beside it): an
     MPEG-TS stream."""
     return video.with_name(f".{video.stem}.seg{k:03d}.ts")
+
+
+def segment_output(settings: VideoSettings, codec: str, size: tuple[int, int], cuts: list[int],
+                   k: int) -> VideoOutput:
+    """Segment k's encoder (``cuts`` from :func:`boundaries`): its MPEG-TS stream at
+    :func:`segment_path`, its timestamps starting where the segment starts. Each encoder
+    gets x264's own thread count (1.5 a core): with cores / K each, K = 8 took 3.9x plain
+    ffmpeg's time (x264's threads wait on each other; more of them than cores keep the
+    cores busy, as K plain processes do)."""
+    return VideoOutput(replace(settings, path=segment_path(Path(settings.path), k), codec=codec), *size,
+                       faststart=False, ts_offset=Fraction(cuts[k], settings.fps))
 
 
 class Joiner:
@@ -247,7 +258,6 @@ class SegmentedSink:
         codec = ff.choose_codec(settings.codec, width - width % 2, height - height % 2)
         self.path = Path(settings.path)
         self.cuts = boundaries(frames, count, settings.fps)
-        self.fps = settings.fps
         self._bar = Progress(frames, "encode", unit="frames") if progress else None
         shared = _SharedBar(self._bar) if self._bar else None
         self.parts = [segment_path(self.path, k) for k in range(len(self.cuts) - 1)]
@@ -256,12 +266,8 @@ class SegmentedSink:
         self.joiner: Joiner | None = None
         try:
             self.joiner = Joiner(self.parts, self.path, settings.fps)
-            for k, part in enumerate(self.parts):
-                # each encoder with x264's own thread count (1.5 a core): with cores / K
-                # each, K = 8 took 3.9x plain ffmpeg's time (x264's threads wait on each
-                # other; more of them than cores keep the cores busy, as K plain processes do)
-                output = VideoOutput(replace(settings, path=part, codec=codec), width, height,
-                                     faststart=False, ts_offset=Fraction(self.cuts[k], settings.fps))
+            for k in range(len(self.parts)):
+                output = segment_output(settings, codec, size, self.cuts, k)
                 self.sinks.append(FrameSink(store_path, output, style, smoothing,
                                             range(self.cuts[k], self.cuts[k + 1]),
                                             colourer=colourer, bar=shared, pool=self.pool,
@@ -323,4 +329,5 @@ class SegmentedSink:
             self.abort()
 
 
-__all__ = ["SegmentedSink", "boundaries", "frame_quantum", "join", "segment_count", "segment_path"]
+__all__ = ["Joiner", "SegmentedSink", "boundaries", "frame_quantum", "join", "mp4_timescale", "segment_count",
+           "segment_output", "segment_path"]
