@@ -73,13 +73,14 @@ class PlanesFrame:
     device (farm/compute/color.py): each channel's byte planes (uint8, zstd undone, the
     shuffle of farm/store/codec.py not), for frames of one sample a pixel stored as one
     tile (1080p and smaller, by default). ``Store.planes`` makes them; the numbers are
-    those of the :class:`RawFrame` that ``Store.raw`` gives for the same frame."""
+    those of the :class:`RawFrame` that ``Store.raw`` gives for the same frame. No
+    histogram: colourers take the frame's statistics apart (farm/color/stats.py), and
+    reading its row again cost every frame a second read."""
 
     index: int
     shape: tuple[int, int]  # (H, W) in output pixels
     iterations: np.ndarray  # uint8 (4 * H * W,): byte k of pixel i's count at [k * H * W + i]
     fraction: np.ndarray  # uint8 (4 * H * W,): the smooth offsets' planes (float32)
-    histogram: np.ndarray  # as RawFrame.histogram
     distance: np.ndarray | None = None  # uint8 (8 * H * W,): the complex64 estimate's planes
 
     samples = 1

@@ -12,7 +12,7 @@ from farm.color import METHODS, FrameStats, Statistics, Style, cdf, colorize, co
 from farm.color.distance import estimated_distance, line_cover, shading, slopes
 from farm.color.palettes import LUT_SIZE, STOPS, lut
 from farm.color.render import TO_LINEAR, encode_linear
-from farm.color.stats import trimmed_cdf
+from farm.color.stats import last_nonzero, trimmed_cdf
 from farm.errors import SpecError
 from farm.raw import RawFrame
 
@@ -61,6 +61,21 @@ def test_trimmed_cdfs_average_to_the_full_rows():
         full /= sum(3 - abs(f - g) for g in range(max(0, f - 2), min(4, f + 3)))
         assert np.allclose(got, full[: len(got)]) and np.allclose(full[len(got):], 1.0)
     assert len(trimmed_cdf(hists[0])) == 51  # counts 0..50
+
+
+@pytest.mark.parametrize("length,at", [(0, []), (1, []), (1, [0]), (5, [4]), (700, [3]), (5000, [0, 4488]),
+                                       (300_000, [17]), (300_000, [299_999]), (300_000, [])])
+def test_last_nonzero_finds_the_last_count_however_far_from_the_end(length, at):
+    """The row's last nonzero entry, looked for from the end in growing pieces, is the
+    one a whole-row scan finds (-1 for a row of zeros), wherever it lies."""
+    row = np.zeros(length, np.int64)
+    row[at] = 7
+    scan = np.flatnonzero(row)
+    assert last_nonzero(row) == (int(scan[-1]) if len(scan) else -1)
+    rng = np.random.default_rng(length)
+    for _ in range(20):
+        cut = int(rng.integers(0, length + 1))
+        assert last_nonzero(row[:cut]) == max([i for i in at if i < cut], default=-1)
 
 
 def legacy_colorize(iterations, fraction, frame_cdf, palette, cycles):

@@ -72,7 +72,7 @@ def test_byte_planes_colour_as_the_frame_does(cl_device, colourers, frames, meth
     if not stored:
         raw = RawFrame(raw.index, raw.iterations, raw.fraction, raw.histogram)
     planes = PlanesFrame(raw.index, raw.shape, shuffle(raw.iterations).ravel(),
-                         shuffle(raw.fraction).ravel(), raw.histogram,
+                         shuffle(raw.fraction).ravel(),
                          None if raw.distance is None else shuffle(raw.distance.astype(np.complex64)).ravel())
     stats = Statistics(1, 0).stats(0, lambda g: raw.histogram)
     style = Style(method=method, lut=lut("classic"), cycles=2.5, density=1.3, line_width=2.0)

@@ -114,7 +114,6 @@ def test_a_frame_of_one_tile_reads_as_the_planes_of_its_channels(tmp_path, codec
             assert planes is not None and planes.shape == (13, 21) and planes.distance is None
             assert np.array_equal(planes.iterations, shuffle(raw.iterations).ravel())
             assert np.array_equal(planes.fraction, shuffle(raw.fraction).ravel())
-            assert np.array_equal(planes.histogram, raw.histogram)
         assert np.array_equal(s.raw(0).iterations, it) and not s.planes(1).iterations.any()
     several = tmp_path / "several.h5"
     layout.create(several, _plan(), codec=codec)

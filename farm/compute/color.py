@@ -136,7 +136,7 @@ class ClColourer:
             frac = lane.upload("frac", raw.fraction.astype(np.float32, copy=False))
             dist = (lane.upload("dist", raw.distance.astype(np.complex64, copy=False))
                     if raw.distance is not None else self._none)
-        cdf = lane.upload("cdf", stats.positions(style.cycles)[0])
+        cdf = lane.upload("cdf", stats.scaled(style.cycles))
         rgb = lane.buffer("rgb", out.nbytes, cl.mem_flags.WRITE_ONLY)
         light = np.array([*style.light_vector, 0.0], np.float32)
         gw = -(-w // GROUP) * GROUP

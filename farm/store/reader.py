@@ -25,6 +25,7 @@ import h5py
 import numpy as np
 
 from farm import spec as specmod
+from farm.color.stats import last_nonzero
 from farm.errors import StoreError
 from farm.estimate import WorkEstimate, eta_seconds, plan_shape
 from farm.plan import ExpmapLayout, Plan, TileGrid, make_plan
@@ -67,8 +68,7 @@ def data_ranges(fd: int, start: int, end: int) -> list[tuple[int, int]] | None:
 
 def trimmed(row: np.ndarray) -> np.ndarray:
     """``row`` up to its last entry that is not zero (at least one entry)."""
-    nz = np.flatnonzero(row)
-    return row[:int(nz[-1]) + 1] if len(nz) else row[:1]
+    return row[:max(1, last_nonzero(row) + 1)]
 
 
 def row_prefix(fd: int, start: int, n: int) -> np.ndarray:
@@ -346,7 +346,7 @@ class Store:
                                         range(len(chunks.channels))))
         got = {c.name: p for c, p in zip(chunks.channels, planes, strict=True)}
         return PlanesFrame(frame, (grid.height, grid.width), got["iterations"], got["fraction"],
-                           self.histogram(frame, full=False), got.get("distance"))
+                           got.get("distance"))
 
     # ------------------------------------------------------------------ expmap units
     def unit(self, name: str, u: int) -> np.ndarray:
