@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""How close `farm encode` can come to plain ffmpeg, and how close it comes.
+
+    python3 benchmarks/encode_ceiling.py STORE [--k 16] [--rounds 3]
+
+First the floor of any GPU-colouring program (``benchmarks/startup.py --floor``: the
+interpreter, numpy, pyopencl, the platforms, a context, a cached kernel launched and
+finished; it reads no store, so the floor is low). Then each round, one after another
+on the same frames (the store's, coloured as the farm colours them, as raw RGB in
+/dev/shm):
+
+- ``plain``: K plain ffmpeg processes encoding K parts of the raw frames (the issue's
+  baseline, benchmarks/datapath.py), with the cores it kept busy;
+- ``colouring alone``: the farm's frame work for the same frames with nothing beside it
+  (``benchmarks/sink_frames.py STORE``: reading and undoing zstd, the colour
+  statistics, colouring on the GPU, the frames then dropped), for its CPU seconds;
+- ``bound``: what `farm encode` needs at least when plain ffmpeg already keeps every core
+  busy: plain's time, plus the frame work's CPU seconds spread over every core, plus
+  the floor (no frame exists before a program has started and coloured one, and x264
+  has nothing to do until then); and plain / bound, the best ratio open to it;
+- ``plain + colouring``: plain ffmpeg with the frame work beside it, in a process of its
+  own started at the same moment: the same work packed by the machine itself, with no
+  start on the way to the first frame;
+- ``farm encode``: the command itself (its default segments), and plain / it.
+
+Busy and idle core-seconds come from /proc/stat (benchmarks/busy.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from busy import Busy  # noqa: E402
+from datapath import plain_ffmpeg, raw_frames  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("store", type=Path)
+    ap.add_argument("--k", type=int, default=16, help="plain ffmpeg processes")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    floor_text = subprocess.run([sys.executable, str(HERE / "startup.py"), "--floor"], capture_output=True,
+                                text=True, check=True).stdout
+    floor = float(re.search(r"total \(median of the runs\)\s+([\d.]+) s", floor_text).group(1))
+    print(f"floor of a GPU-colouring program: {floor:.3f} s", flush=True)
+    cores = os.cpu_count() or 1
+    raw, frames, w, h, settings = raw_frames(args.store, Path("/dev/shm"))
+    work = Path("/tmp/farm-encode-ceiling")
+    work.mkdir(exist_ok=True)
+    video = work / "farm.mp4"
+    try:
+        for r in range(args.rounds):
+            with Busy() as b:
+                plain = plain_ffmpeg(raw, frames, w, h, settings, args.k, work)
+            print(f"round {r + 1}: plain ffmpeg K={args.k}: {plain:.2f} s, {_cores(b)}", flush=True)
+            alone = _sink(args.store)
+            frame_cpu = float(re.search(r"([\d.]+) CPU s", alone).group(1))
+            bound = plain + frame_cpu / cores + floor
+            print(f"  colouring alone: {alone}", flush=True)
+            print(f"  bound: {plain:.2f} + {frame_cpu:.1f} / {cores} + {floor:.2f} = {bound:.2f} s; "
+                  f"plain / bound {plain / bound:.2f}", flush=True)
+            with Busy() as b:
+                t0 = time.perf_counter()
+                sink = subprocess.Popen([sys.executable, str(HERE / "sink_frames.py"), str(args.store)],
+                                        stdout=subprocess.PIPE, text=True)
+                plain_beside = plain_ffmpeg(raw, frames, w, h, settings, args.k, work)
+                sink_line = sink.communicate()[0].splitlines()[0]
+                both = time.perf_counter() - t0
+            print(f"  plain + colouring: {both:.2f} s (plain {plain_beside:.2f} s; the sink: {sink_line}), "
+                  f"{_cores(b)}; plain / this {plain / both:.2f}", flush=True)
+            with Busy() as b:
+                t0 = time.perf_counter()
+                cmd = [sys.executable, "-m", "farm", "encode", str(args.store), "--video", str(video)]
+                subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
+                farm = time.perf_counter() - t0
+            print(f"  farm encode: {farm:.2f} s, {_cores(b)}; plain / this {plain / farm:.2f}", flush=True)
+    finally:
+        raw.unlink()
+        video.unlink(missing_ok=True)
+
+
+def _sink(store: Path) -> str:
+    """The first line of ``sink_frames.py STORE``: frames, seconds, frames/s, CPU seconds."""
+    done = subprocess.run([sys.executable, str(HERE / "sink_frames.py"), str(store)], capture_output=True,
+                          text=True, check=True)
+    return done.stdout.splitlines()[0]
+
+
+def _cores(b: Busy) -> str:
+    last = b.report().splitlines()[-1].strip()  # "wall W s, busy B core-s, idle I core-s"
+    return last.split(", ", 1)[1]
+
+
+if __name__ == "__main__":
+    main()
