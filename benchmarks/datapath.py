@@ -161,7 +161,8 @@ def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int,
                  nice: int | str = 0) -> float:
     """Seconds for k ffmpeg processes to encode k contiguous parts of the raw frames
     (``nice``: at that niceness, below what runs beside them; "idle": in Linux's
-    SCHED_IDLE class, run only when nothing else wants the core)."""
+    SCHED_IDLE class, run only when nothing else wants the core; "cpusA-B": on those
+    cores only, the others left to what runs beside them)."""
     from farm.encode.ffmpeg import ffmpeg_binary
 
     size = w * h * 3
@@ -170,7 +171,9 @@ def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int,
     t0, c0 = time.perf_counter(), children_cpu()
     for i in range(k):
         n = cuts[i + 1] - cuts[i]
-        low = ["chrt", "-i", "0"] if nice == "idle" else ["nice", "-n", str(nice)] if nice else []
+        low = (["chrt", "-i", "0"] if nice == "idle" else
+               ["taskset", "-c", str(nice)[4:]] if str(nice).startswith("cpus") else
+               ["nice", "-n", str(nice)] if nice else [])
         cmd = [*low,
                ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24",
                "-s", f"{w}x{h}", "-framerate", str(settings["fps"]), "-i", "pipe:",

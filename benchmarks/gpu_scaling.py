@@ -24,7 +24,8 @@ K processes on K parts of the frames, from raw RGB in memory), the bound a video
 beat, with their CPU seconds and those of colouring the frames alone. ``--corun K`` then
 starts the render phase (``1nv``, a store of its own) and K plain ffmpeg processes on the
 frames together (``K@N``: the ffmpeg processes at niceness N, ``K@idle`` in Linux's
-SCHED_IDLE class, so that the render's threads come first): the time until both are
+SCHED_IDLE class, so that the render's threads come first; ``K@cpusA-B`` on cores A to B
+only, the rest left to the render): the time until both are
 done is what this machine gives the whole command's two large parts when they share
 its cores (the whole command also colours
 and feeds the frames; the issue's bound counts the two as if each had the machine to
@@ -170,8 +171,9 @@ def main() -> None:
                 rows["plain_ffmpeg_cpu_s"][k] = CPU["last"]
             for k in filter(None, args.corun.split(",")):
                 count, _, nice = k.partition("@")
+                how = nice if nice == "idle" or nice.startswith("cpus") else int(nice or 0)
                 rows.setdefault("corun", {})[k] = corun(job, raw, frames, w, h, settings, int(count), work,
-                                                        extra, nice if nice == "idle" else int(nice or 0))
+                                                        extra, how)
                 print(f"{job.stem} render phase beside {k} plain ffmpeg: {rows['corun'][k]}", flush=True)
             raw.unlink()
             base.unlink()

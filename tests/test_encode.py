@@ -420,6 +420,28 @@ def test_segment_count_from_the_environment(monkeypatch):
         segment_count(8, 25)
 
 
+def test_an_ffmpeg_that_cannot_join_segments_encodes_in_one(monkeypatch):
+    """An ffmpeg without the join's bitstream filter (before 4.0, first on PATH) gets one
+    encoder by default, and a clear error when segments are asked for, not a failed
+    join after every frame is encoded."""
+    import farm.encode.segments as segments
+    from farm.encode import ffmpeg as ff
+    from farm.encode.segments import JOIN_FILTER, segment_count
+
+    assert ff.has_bitstream_filter(JOIN_FILTER)  # the ffmpeg the tests use joins
+    assert not ff.has_bitstream_filter("no_such_filter")
+    monkeypatch.delenv("FARM_ENCODE_SEGMENTS", raising=False)
+    monkeypatch.setattr(segments, "usable_cores", lambda: 16)
+    assert segment_count(120, 30) == 16
+    monkeypatch.setattr(ff, "has_bitstream_filter", lambda name: name != JOIN_FILTER)
+    assert segment_count(120, 30) == 1
+    monkeypatch.setenv("FARM_ENCODE_SEGMENTS", "1")
+    assert segment_count(120, 30) == 1
+    monkeypatch.setenv("FARM_ENCODE_SEGMENTS", "4")
+    with pytest.raises(UsageError, match="FARM_ENCODE_SEGMENTS: .* cannot join segments .*filter_units"):
+        segment_count(120, 30)
+
+
 @pytest.fixture(scope="module")
 def long_store(tmp_path_factory) -> Path:
     """A finished 40-frame store (32x24)."""

@@ -112,6 +112,18 @@ def has_encoder(name: str) -> bool:
     return any(line.split()[1:2] == [name] for line in listing.splitlines() if line.strip())
 
 
+@functools.cache
+def has_bitstream_filter(name: str) -> bool:
+    """This ffmpeg has the bitstream filter ``name`` (its ``-bsfs`` list; a segmented
+    video's join needs ``filter_units``, ffmpeg 4.0 and later)."""
+    try:
+        listing = subprocess.run([ffmpeg_binary(), "-hide_banner", "-bsfs"], capture_output=True,
+                                 text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return name in (line.strip() for line in listing.splitlines())
+
+
 def choose_codec(codec: str, width: int, height: int) -> str:
     """The codec to use: ``auto`` tries h264_nvenc where an NVIDIA driver is present and
     this ffmpeg has the encoder (imageio-ffmpeg's static build has not)."""

@@ -78,6 +78,7 @@ TS_CLOCK = 90000  # MPEG-TS timestamps: ticks a second
 MANY_CORES = 16  # cores from which a video is encoded in DEFAULT_SEGMENTS segments
 DEFAULT_SEGMENTS = 16
 ENV = "FARM_ENCODE_SEGMENTS"
+JOIN_FILTER = "filter_units"  # the join drops MPEG-TS's access unit delimiters with it
 
 
 def frame_quantum(fps: int) -> int:
@@ -99,7 +100,9 @@ def mp4_timescale(fps: int) -> int:
 def segment_count(frames: int, fps: int, expmap: bool = False) -> int:
     """Segments to encode ``frames`` frames in (see the module's docstring); a video
     synthesised from an ``expmap`` store's strips keeps one encoder unless asked (each
-    segment's sink keeps its own window of strip rows: not measured in 16)."""
+    segment's sink keeps its own window of strip rows: not measured in 16), and so does
+    an ffmpeg too old to join segments (no ``filter_units``: before 4.0), rather than
+    fail at the join after every frame is encoded."""
     wanted = os.environ.get(ENV, "").strip()
     if wanted:
         try:
@@ -108,8 +111,12 @@ def segment_count(frames: int, fps: int, expmap: bool = False) -> int:
             raise UsageError(f"{ENV}: {wanted!r} is not a number of segments") from None
         if count < 1:
             raise UsageError(f"{ENV}: {count} must be >= 1")
-        return len(boundaries(frames, count, fps)) - 1
-    if usable_cores() >= MANY_CORES and not expmap:
+        count = len(boundaries(frames, count, fps)) - 1
+        if count > 1 and not ff.has_bitstream_filter(JOIN_FILTER):
+            raise UsageError(f"{ENV}: {ff.ffmpeg_binary()} cannot join segments (it has no "
+                             f"{JOIN_FILTER} bitstream filter: ffmpeg 4.0 or later has); set it to 1")
+        return count
+    if usable_cores() >= MANY_CORES and not expmap and ff.has_bitstream_filter(JOIN_FILTER):
         return len(boundaries(frames, DEFAULT_SEGMENTS, fps)) - 1
     return 1
 
@@ -159,7 +166,7 @@ class Joiner:
         self._stopped = False
         self._errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed by finish or abort)
         cmd = [ff.ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "mpegts", "-i", "pipe:",
-               "-map", "0", "-c", "copy", "-bsf:v", "filter_units=remove_types=9",
+               "-map", "0", "-c", "copy", "-bsf:v", f"{JOIN_FILTER}=remove_types=9",
                "-video_track_timescale", str(mp4_timescale(fps)), "-movflags", "+faststart",
                "-f", "mp4", "-y", str(self.tmp)]
         # its own process group: a Ctrl-C reaches the farm, which stops ffmpeg itself
