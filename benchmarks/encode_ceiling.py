@@ -18,6 +18,9 @@ on the same frames (the store's, coloured as the farm colours them, as raw RGB i
   busy: plain's time, plus the frame work's CPU seconds spread over every core, plus
   the floor (no frame exists before a program has started and coloured one, and x264
   has nothing to do until then); and plain / bound, the best ratio open to it;
+  ``with reading alone``: the same with only the reading's CPU seconds (every frame's
+  byte planes read and zstd undone, on this thread, as `farm encode`'s frame threads
+  read them): what the compressed store itself makes unavoidable;
 - ``plain + colouring``: plain ffmpeg with the frame work beside it, in a process of its
   own started at the same moment: the same work packed by the machine itself, with no
   start on the way to the first frame;
@@ -55,6 +58,8 @@ def main() -> None:
     floor = float(re.search(r"total \(median of the runs\)\s+([\d.]+) s", floor_text).group(1))
     print(f"floor of a GPU-colouring program: {floor:.3f} s", flush=True)
     cores = os.cpu_count() or 1
+    reading = _reading(args.store)
+    print(f"reading alone: every frame's planes, zstd undone: {reading:.2f} CPU s", flush=True)
     raw, frames, w, h, settings = raw_frames(args.store, Path("/dev/shm"))
     work = Path("/tmp/farm-encode-ceiling")
     work.mkdir(exist_ok=True)
@@ -69,7 +74,8 @@ def main() -> None:
             bound = plain + frame_cpu / cores + floor
             print(f"  colouring alone: {alone}", flush=True)
             print(f"  bound: {plain:.2f} + {frame_cpu:.1f} / {cores} + {floor:.2f} = {bound:.2f} s; "
-                  f"plain / bound {plain / bound:.2f}", flush=True)
+                  f"plain / bound {plain / bound:.2f}; with reading alone "
+                  f"{plain / (plain + reading / cores + floor):.2f}", flush=True)
             with Busy() as b:
                 t0 = time.perf_counter()
                 sink = subprocess.Popen([sys.executable, str(HERE / "sink_frames.py"), str(args.store)],
@@ -88,6 +94,26 @@ def main() -> None:
     finally:
         raw.unlink()
         video.unlink(missing_ok=True)
+
+
+def _reading(store: Path) -> float:
+    """CPU seconds to read every frame of the store as the GPU colourer takes it (its
+    channels' byte planes, zstd undone: farm/store/reader.py, Store.planes)."""
+    import resource
+
+    from farm.store.reader import Store
+
+    def cpu() -> float:
+        use = resource.getrusage(resource.RUSAGE_SELF)
+        return use.ru_utime + use.ru_stime
+
+    with Store(store) as s:
+        if s.planes(0) is None:
+            raise SystemExit(f"{store}: frames not read as byte planes (uncompressed, or several tiles)")
+        c0 = cpu()
+        for f in range(s.frames):
+            s.planes(f)
+        return cpu() - c0
 
 
 def _sink(store: Path) -> str:
