@@ -12,6 +12,7 @@ from another benchmark, then ``b.report()``."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -73,17 +74,16 @@ class Busy:
 
 
 def main() -> None:
-    args = sys.argv[1:]
-    width = 0.25
-    if args[:1] == ["--bin"]:
-        width, args = float(args[1]), args[2:]
-    if args[:1] == ["--"]:
-        args = args[1:]
-    if not args:
-        raise SystemExit(__doc__)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", type=float, default=0.25, help="seconds a line's bin (default 0.25)")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="the command (after --)")
+    args = ap.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        ap.error("no command given")
     with Busy() as b:
-        rc = subprocess.call(args)
-    print(b.report(width, label=f"{' '.join(args[:4])}: "), flush=True)
+        rc = subprocess.call(command)
+    print(b.report(args.bin, label=f"{' '.join(command[:4])}: "), flush=True)
     sys.exit(rc)
 
 

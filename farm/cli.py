@@ -453,6 +453,17 @@ def cmd_frames(args: argparse.Namespace) -> int:
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
+    from farm.encode.early import begin_colourer
+
+    early = begin_colourer()  # beside the imports and the store (farm/encode/early.py)
+    try:
+        return _encode(args)
+    finally:
+        if early is not None:
+            early.join()  # at once after a video; after bad input, no OpenCL call left running
+
+
+def _encode(args: argparse.Namespace) -> int:
     from farm.encode import VideoSettings, encode_video
     from farm.encode.record import recolour_target
     from farm.encode.settings import names_video

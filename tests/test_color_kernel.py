@@ -146,3 +146,31 @@ def test_the_sink_colours_a_compressed_store_from_its_byte_planes(cl_device, col
     assert seen == ["PlanesFrame"] * 3
     for f in range(3):
         assert np.array_equal(outputs["planes"][f], outputs["arrays"][f])
+
+
+def test_encode_begins_its_gpu_colourer_as_it_starts(monkeypatch):
+    """`farm encode` starts making the OpenCL colourer on a thread as the command starts
+    (farm/encode/early.py); the sink then takes that one (one a process), made on a
+    context from farm/compute/clstart.py. No thread where the sink colours with numpy."""
+    from farm.compute import color
+    from farm.encode import early
+
+    monkeypatch.setenv("FARM_COLOR_ENGINE", "numpy")
+    assert early.begin_colourer() is None
+    monkeypatch.setenv("FARM_COLOR_ENGINE", "auto")
+    monkeypatch.setattr(early, "gpu_possible", lambda: False)
+    assert early.begin_colourer() is None  # no GPU device node: numpy, no OpenCL start
+    monkeypatch.setenv("FARM_COLOR_ENGINE", "opencl")
+    color._colourer.cache_clear()
+    thread = early.begin_colourer()
+    assert thread is not None
+    thread.join(60)
+    assert color._colourer.cache_info().currsize == 1  # made on the thread
+    made = color.gpu_colourer(require=True, selector="auto")
+    assert made is color.gpu_colourer(require=True, selector="auto") and made.takes_planes
+    raw = RawFrame(0, np.array([[0, 5], [9, 3]], np.uint32), np.zeros((2, 2), np.float32),
+                   np.array([1, 0, 0, 1, 0, 1, 0, 0, 0, 1], np.int64))
+    stats = Statistics(1, 0).stats(0, lambda g: raw.histogram)
+    style = Style(method="histogram", lut=lut("classic"), cycles=1.0)
+    got, want = made(raw, stats, style).astype(int), colour(raw, stats, style).astype(int)
+    assert got.shape == want.shape and np.abs(got - want).max() <= 1  # the kernel's promise

@@ -37,6 +37,7 @@ from farm.color.methods import METHODS, SHADE_GLOSS, Style
 from farm.color.palettes import LUT_SIZE
 from farm.color.render import TO_LINEAR, TO_SRGB
 from farm.color.stats import FrameStats
+from farm.compute import clstart
 from farm.compute.device import DeviceInfo, candidates
 from farm.compute.events import wait_quietly
 from farm.compute.programs import build
@@ -93,7 +94,8 @@ class _Lane:
 class ClColourer:
     def __init__(self, info: DeviceInfo, device: cl.Device):
         self.info = info
-        self.ctx = cl.Context([device])
+        clstart.prepare_contexts([device])  # made without holding the interpreter's lock
+        self.ctx = clstart.context(device)
         self.program = build(self.ctx, ("color.cl",))
         self.unshuffle = build(self.ctx, ("shuffle.cl",))
         mf = cl.mem_flags
