@@ -31,9 +31,12 @@ def begin_colourer() -> threading.Thread | None:
         selector = "gpu"
     else:
         return None
-    from farm.compute import clstart
+    try:
+        from farm.compute import clstart
 
-    clstart.begin()  # pyopencl, then the drivers' platforms on a thread of their own
+        clstart.begin()  # pyopencl, then the drivers' platforms on a thread of their own
+    except Exception:  # noqa: BLE001 - no OpenCL to start: the sink finds out and says so
+        return None
 
     def make() -> None:
         try:
