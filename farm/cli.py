@@ -320,16 +320,23 @@ def _opencl_begins() -> None:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    _opencl_begins()
-    from farm import spec as specmod
-    from farm.color import Style
-    from farm.run import render
+    from farm import early_refs
 
-    job = film.load_job(args, palette_beside=args.store or "renders/")
-    Style.from_settings(job.color)  # a gradient file that cannot be read or parsed: before any work
-    _warn(specmod.warnings(job))
-    film.check_audio(job, args.no_video)
-    return render(job, store=args.store, video=args.video, options=_render_options(args))
+    early = early_refs.begin(args.job)  # the references, beside the rest (farm/early_refs.py)
+    try:
+        _opencl_begins()
+        from farm import spec as specmod
+        from farm.color import Style
+        from farm.run import render
+
+        job = film.load_job(args, palette_beside=args.store or "renders/")
+        Style.from_settings(job.color)  # a gradient file that cannot be read or parsed: before any work
+        _warn(specmod.warnings(job))
+        film.check_audio(job, args.no_video)
+        return render(job, store=args.store, video=args.video, options=_render_options(args), early=early)
+    finally:
+        if early is not None:
+            early.cancel()  # (taken, or not wanted: a resume, bad input)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

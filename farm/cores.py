@@ -6,6 +6,13 @@ from __future__ import annotations
 import os
 
 KEEP_BINDING = "FARM_KEEP_BINDING"
+# set by an MPI launcher (MPICH's Hydra, Open MPI, PMIx, Intel MPI) in every process it starts
+MPI_LAUNCHER_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "HYDRA_CONTROL_FD")
+
+
+def launched_by_mpi() -> bool:
+    """This process was started by an MPI launcher (it may still be the only rank)."""
+    return any(v in os.environ for v in MPI_LAUNCHER_VARS)
 
 
 def usable_cores() -> int:

@@ -45,6 +45,7 @@ from farm.store.writer import StoreWriter
 from farm.timeline import WORKER_COUNTERS, MasterTiming
 
 if TYPE_CHECKING:
+    from farm.early_refs import EarlyReferences
     from farm.encode.process import SinkProcess
 
 
@@ -69,7 +70,8 @@ def _differences(a: specmod.JobSpec, b: specmod.JobSpec) -> list[str]:
 
 def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bool = True,
                   check_space: bool = True, timing: MasterTiming | None = None,
-                  helpers: list | None = None) -> tuple[Plan, References | None, Codec]:
+                  helpers: list | None = None,
+                  early: EarlyReferences | None = None) -> tuple[Plan, References | None, Codec]:
     """Create the store for ``spec``, or check that the existing one is for the same
     job (then it resumes). ``restart`` replaces an existing store this farm wrote.
     Returns the plan, the references of its perturbed frames (chosen once, kept in the
@@ -78,7 +80,8 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
     ``check_space`` one that does not fit its free space;
     ``timing`` counts the seconds of the references; ``helpers``, frame preparation's
     processes started before (farm/compute/prep.py), share the escape pre-pass of
-    ``max = "auto"``."""
+    ``max = "auto"``; ``early``, the references being computed beside the command's start
+    (farm/early_refs.py), taken for a new store when they are this job's."""
     specmod.check_writable(path, "output.store")
     layout.check_ours(path, "output.store")
     if path.exists() and not restart:
@@ -97,7 +100,7 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
     if path.exists():
         path.unlink()
     t0 = time.perf_counter()
-    refs = compute_reference(plan, progress)
+    refs = compute_reference(plan, progress, early)
     if timing is not None:
         timing.reference_s += time.perf_counter() - t0
     runner = None
@@ -133,11 +136,19 @@ def _check_space(path: Path, plan: Plan, codec: Codec, restart: bool, free_space
                 free_space=free_space, apparent=layout.store_bytes(plan, codec, apparent=True))
 
 
-def compute_reference(plan: Plan, progress: bool = True) -> References | None:
+def compute_reference(plan: Plan, progress: bool = True,
+                      early: EarlyReferences | None = None) -> References | None:
     """The references of the plan's perturbed frames (None if there are none), chosen
-    as farm/plan/references.py describes, one line each on stderr, and the warning of
+    as farm/plan/references.py describes (or taken from ``early``, which chose them so
+    for this job in a process of its own), one line each on stderr, and the warning of
     farm/plan/structure.py when the zoom runs out of structure."""
-    refs = plan.references(lambda text: print(f"farm: {text}", file=sys.stderr))
+    taken = early.take(plan.spec) if early is not None else None
+    if taken is not None:
+        refs, lines = taken
+        for text in lines:
+            print(f"farm: {text}", file=sys.stderr)
+    else:
+        refs = plan.references(lambda text: print(f"farm: {text}", file=sys.stderr))
     if refs is not None:
         for line in describe_references(refs, plan):
             print(f"farm: reference: {line}", file=sys.stderr)
@@ -353,8 +364,9 @@ def _run_in_process(session: _Session, refs: References | None, codec: Codec,
 
 
 def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = None,
-           options: RenderOptions = RenderOptions()) -> int:
-    """``farm render``: create or resume the store, render what is missing, encode."""
+           options: RenderOptions = RenderOptions(), early: EarlyReferences | None = None) -> int:
+    """``farm render``: create or resume the store, render what is missing, encode;
+    ``early``: the job's references being computed beside the start (farm/early_refs.py)."""
     store_path = Path(store or spec.output.store)
     video = video or spec.output.video
     comm = transport.mpi_world()
@@ -373,7 +385,7 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
         helpers = spawn_helpers(max(c.prep_processes for c in configs) * len(bound))
         with StoreLock(store_path):
             plan, refs, codec = prepare_store(spec, store_path, options.restart, options.progress,
-                                              options.check_space, timing, helpers)
+                                              options.check_space, timing, helpers, early)
             session = _Session(plan, store_path, options, timing,
                                _open_sink(sink, spec, store_path, video), job=spec, video=video)
             taken, helpers = helpers, []  # the FramePrep stops them

@@ -37,7 +37,7 @@ from typing import Protocol
 
 import numpy as np
 
-from farm.cores import KEEP_BINDING, release_launcher_binding
+from farm.cores import KEEP_BINDING, launched_by_mpi, release_launcher_binding
 from farm.plan import Channel
 from farm.schedule.state import Event, Failed, Finished, Heard, Joined, Lost, Task
 from farm.store.writer import Finished as Stored
@@ -138,9 +138,7 @@ class ThreadWorker:
 def mpi_world():
     """COMM_WORLD when this process was started by an MPI launcher with more than
     one process, else None (then mpi4py is not even imported)."""
-    launched = any(v in os.environ for v in (
-        "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "HYDRA_CONTROL_FD"))
-    if not launched and "mpi4py.MPI" not in sys.modules:
+    if not launched_by_mpi() and "mpi4py.MPI" not in sys.modules:
         return None
     from mpi4py import MPI
 

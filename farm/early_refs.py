@@ -1,0 +1,102 @@
+"""A new render's reference orbits, computed in a process of their own as `farm render`
+starts.
+
+`farm render` needs the references of its perturbed frames (farm/plan/references.py)
+before it creates the store, and computed them after its own imports and the device's
+choice: on a 16-core H100 host the heavy 1080p zoom's first kernel came at 0.80-1.33 s,
+0.26-0.42 s of it the orbits, one core busy and the rest waiting (BENCHMARKS.md,
+fifteenth session). :func:`begin`, called as the command starts, runs ``python -m
+farm.early_refs JOB``: the child reads the job file, makes the plan and its references
+exactly as the command would, and hands them back pickled with the lines the command
+prints about them, while the command imports its modules and finds its device. The
+store's preparation then :meth:`~EarlyReferences.take` s them, if the child's job is the
+command's (the same canonical text) and it finished well; otherwise the command
+computes them itself, as before. A store that resumes (it holds its references) or a
+command that stops on bad input ends the child unread: it writes nothing.
+
+Only where it can pay: not under an MPI launcher (rank 0 computes and broadcasts them),
+and on a machine of at least MIN_CORES cores (on two, the child would take the core the
+command's start needs); FARM_EARLY_REFERENCES=1 asks for it anyway, =0 never. A location
+file is not a job file: its child fails at once and the command computes its
+references itself.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from farm.cores import launched_by_mpi, usable_cores
+
+if TYPE_CHECKING:
+    from farm.plan.references import References
+    from farm.spec import JobSpec
+
+MIN_CORES = 4
+ENV = "FARM_EARLY_REFERENCES"
+
+
+class EarlyReferences:
+    """The child computing a job file's references (see the module's docstring)."""
+
+    def __init__(self, job: str | os.PathLike[str]):
+        package_root = str(Path(__file__).resolve().parents[1])  # the child imports this farm
+        path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
+        self.proc = subprocess.Popen([sys.executable, "-m", "farm.early_refs", str(job)],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=path))
+
+    def take(self, spec: JobSpec) -> tuple[References | None, list[str]] | None:
+        """(references, the lines about them) when the child made them for ``spec``;
+        None when it failed or read another job (the caller computes them)."""
+        from farm import spec as specmod
+
+        out, _ = self.proc.communicate()
+        if self.proc.returncode != 0:
+            return None
+        try:
+            text, refs, lines = pickle.loads(out)
+        except Exception:  # noqa: BLE001 - a child cut short: compute them here
+            return None
+        if text != specmod.canonical_text(spec):
+            return None
+        return refs, lines
+
+    def cancel(self) -> None:
+        """End the child unread (idempotent; nothing to do once taken)."""
+        if self.proc.stdout is None or self.proc.stdout.closed:
+            return
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
+
+
+def begin(job: str | os.PathLike[str]) -> EarlyReferences | None:
+    """Start computing ``job``'s references beside the command's start, or None where
+    that does not pay (see the module's docstring)."""
+    wanted = os.environ.get(ENV, "").strip()
+    if launched_by_mpi() or wanted == "0" or (wanted != "1" and usable_cores() < MIN_CORES):
+        return None
+    try:
+        return EarlyReferences(job)
+    except OSError:
+        return None
+
+
+def main(job: str) -> None:
+    """The child: the job file's plan and references, pickled to stdout."""
+    from farm import spec as specmod
+    from farm.plan import make_plan
+
+    spec = specmod.load(job)
+    lines: list[str] = []
+    refs = make_plan(spec).references(lines.append)
+    sys.stdout.buffer.write(pickle.dumps((specmod.canonical_text(spec), refs, lines)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,84 @@
+"""The references of a new render computed in a process of their own as the command
+starts (farm/early_refs.py): the same references, the same store, or none taken."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import ROOT, assert_same_datasets, run_farm
+
+from farm import spec as specmod
+from farm.early_refs import EarlyReferences, begin
+from farm.plan import make_plan
+from farm.plan.reference_pack import pack
+
+DEEP = {"size": (40, 24), "frames": 6, "center": ("-0.743643887037158704752191506114774",
+                                                   "0.131825904205311970493132056385139"),
+        "width": ("3", "1e-20"), "tile": (40, 24), "max_iter": 3000}
+
+
+def _same(a, b) -> bool:
+    (ma, oa), (mb, ob) = pack(a), pack(b)
+    return np.array_equal(oa, ob) and all(
+        np.array_equal(ma[k], mb[k]) if isinstance(ma[k], np.ndarray) else ma[k] == mb[k] for k in ma)
+
+
+def test_the_child_computes_the_references_the_command_would(write_job):
+    job = write_job(**DEEP)
+    spec = specmod.load(job)
+    lines: list[str] = []
+    want = make_plan(spec).references(lines.append)
+    assert want is not None and len(want.refs) >= 1
+    got = EarlyReferences(job).take(spec)
+    assert got is not None
+    refs, said = got
+    assert _same(refs, want) and said == lines
+    other = specmod.load(write_job("other", **{**DEEP, "max_iter": 2000}))
+    assert EarlyReferences(job).take(other) is None  # another job: the command computes its own
+    assert EarlyReferences(ROOT / "no-such-job.toml").take(spec) is None  # a child that failed
+
+
+def test_a_render_with_early_references_stores_what_one_without_does(write_job, tmp_path, capsys):
+    """The command's render, its references taken from the child (checked: taken), and
+    the same job rendered with FARM_EARLY_REFERENCES=0: the same stored references and
+    pixels, the same lines about the references."""
+    from farm.run import RenderOptions, render
+
+    job = write_job(**DEEP)
+    without = tmp_path / "without.h5"
+    done = run_farm("render", str(job), "--no-video", "--store", str(without),
+                    env={"FARM_EARLY_REFERENCES": "0"})
+    assert done.returncode == 0, done.stderr
+    early, taken = EarlyReferences(job), []
+    take = early.take
+    early.take = lambda spec: taken.append(take(spec)) or taken[-1]  # type: ignore[method-assign]
+    capsys.readouterr()
+    with_early = tmp_path / "with.h5"
+    assert render(specmod.load(job), store=str(with_early), early=early,
+                  options=RenderOptions(video=False, progress=False)) == 0
+    assert len(taken) == 1 and taken[0] is not None  # the child's references were used
+
+    def said(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith("farm: reference:")]
+
+    assert said(done.stderr) and said(capsys.readouterr().err) == said(done.stderr)
+    assert_same_datasets(without, with_early, ["reference/orbits", "reference/point", "frames/reference",
+                                               "iterations", "fraction"])
+
+
+@pytest.mark.parametrize("flag,cores,launcher,started", [("", 16, False, True), ("", 2, False, False),
+                                                          ("1", 2, False, True), ("0", 16, False, False),
+                                                          ("", 16, True, False)])
+def test_when_the_child_starts(monkeypatch, write_job, flag, cores, launcher, started):
+    """On machines of 4 cores or more unless FARM_EARLY_REFERENCES says otherwise; never
+    under an MPI launcher."""
+    import farm.early_refs as early_refs
+
+    monkeypatch.setenv("FARM_EARLY_REFERENCES", flag)
+    monkeypatch.setattr(early_refs, "usable_cores", lambda: cores)
+    monkeypatch.setattr(early_refs, "launched_by_mpi", lambda: launcher)
+    child = begin(write_job(**DEEP))
+    assert (child is not None) == started
+    if child is not None:
+        child.cancel()
+        assert child.proc.returncode is not None  # ended, nothing left running
