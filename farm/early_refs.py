@@ -5,8 +5,9 @@ starts.
 before it creates the store, and computed them after its own imports and the device's
 choice: on a 16-core H100 host the heavy 1080p zoom's first kernel came at 0.80-1.33 s,
 0.26-0.42 s of it the orbits, one core busy and the rest waiting (BENCHMARKS.md,
-fifteenth session). :func:`begin`, called as the command starts, runs ``python -m
-farm.early_refs JOB``: the child reads the job file, makes the plan and its references
+fifteenth session). :func:`begin`, called as the command starts, forks it (before any
+thread of the command exists; elsewhere it runs ``python -m farm.early_refs JOB``): the
+child reads the job file, makes the plan and its references
 exactly as the command would, and hands them back pickled with the lines the command
 prints about them, while the command imports its modules and finds its device. The
 store's preparation then :meth:`~EarlyReferences.take` s them, if the child's job is the
@@ -23,12 +24,15 @@ references itself.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from farm.cores import launched_by_mpi, usable_cores
 
@@ -41,22 +45,54 @@ ENV = "FARM_EARLY_REFERENCES"
 
 
 class EarlyReferences:
-    """The child computing a job file's references (see the module's docstring)."""
+    """The child computing a job file's references (see the module's docstring): a fork
+    of the command made before it starts any thread (the modules it has imported come
+    with it), else ``python -m farm.early_refs JOB``."""
 
     def __init__(self, job: str | os.PathLike[str]):
-        package_root = str(Path(__file__).resolve().parents[1])  # the child imports this farm
-        path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
-        self.proc = subprocess.Popen([sys.executable, "-m", "farm.early_refs", str(job)],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=path))
+        self.pid: int | None = None
+        self.proc: subprocess.Popen | None = None
+        if hasattr(os, "fork") and threading.active_count() == 1:
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: its answer down the pipe, then out, running nothing else
+                os.close(read)
+                status = 1
+                try:
+                    with os.fdopen(write, "wb") as out:
+                        out.write(_computed(str(job)))
+                    status = 0
+                finally:
+                    os._exit(status)  # (no atexit, no flush of the command's buffers)
+            os.close(write)
+            self.pid = pid
+            self._out: IO[bytes] = os.fdopen(read, "rb")
+        else:
+            package_root = str(Path(__file__).resolve().parents[1])  # the child imports this farm
+            path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
+            self.proc = subprocess.Popen([sys.executable, "-m", "farm.early_refs", str(job)],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=path))
+            assert self.proc.stdout is not None
+            self._out = self.proc.stdout
+
+    def _wait(self) -> bool:
+        """Reap the child; whether it ended well."""
+        if self.pid is not None:
+            _, status = os.waitpid(self.pid, 0)
+            self.pid = None
+            return os.waitstatus_to_exitcode(status) == 0
+        assert self.proc is not None
+        return self.proc.wait() == 0
 
     def take(self, spec: JobSpec) -> tuple[References | None, list[str]] | None:
         """(references, the lines about them) when the child made them for ``spec``;
         None when it failed or read another job (the caller computes them)."""
         from farm import spec as specmod
 
-        out, _ = self.proc.communicate()
-        if self.proc.returncode != 0:
+        with self._out:
+            out = self._out.read()
+        if not self._wait():
             return None
         try:
             text, refs, lines = pickle.loads(out)
@@ -68,11 +104,15 @@ class EarlyReferences:
 
     def cancel(self) -> None:
         """End the child unread (idempotent; nothing to do once taken)."""
-        if self.proc.stdout is None or self.proc.stdout.closed:
+        if self._out.closed:
             return
-        if self.proc.poll() is None:
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        elif self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
-        self.proc.communicate()
+        self._out.close()
+        self._wait()
 
 
 def begin(job: str | os.PathLike[str]) -> EarlyReferences | None:
@@ -87,16 +127,16 @@ def begin(job: str | os.PathLike[str]) -> EarlyReferences | None:
         return None
 
 
-def main(job: str) -> None:
-    """The child: the job file's plan and references, pickled to stdout."""
+def _computed(job: str) -> bytes:
+    """The job file's canonical text, references and the lines about them, pickled."""
     from farm import spec as specmod
     from farm.plan import make_plan
 
     spec = specmod.load(job)
     lines: list[str] = []
     refs = make_plan(spec).references(lines.append)
-    sys.stdout.buffer.write(pickle.dumps((specmod.canonical_text(spec), refs, lines)))
+    return pickle.dumps((specmod.canonical_text(spec), refs, lines))
 
 
-if __name__ == "__main__":
-    main(sys.argv[1])
+if __name__ == "__main__":  # the child where the command cannot fork
+    sys.stdout.buffer.write(_computed(sys.argv[1]))

@@ -3,6 +3,8 @@ starts (farm/early_refs.py): the same references, the same store, or none taken.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from conftest import ROOT, assert_same_datasets, run_farm
@@ -23,19 +25,49 @@ def _same(a, b) -> bool:
         np.array_equal(ma[k], mb[k]) if isinstance(ma[k], np.ndarray) else ma[k] == mb[k] for k in ma)
 
 
-def test_the_child_computes_the_references_the_command_would(write_job):
+FORKED = """
+import pickle, sys
+from farm import spec as specmod
+from farm.early_refs import EarlyReferences
+early = EarlyReferences(sys.argv[1])
+assert early.proc is None and early.pid is not None  # forked: one thread so far
+sys.stdout.buffer.write(pickle.dumps(early.take(specmod.load(sys.argv[1]))))
+"""
+
+
+@pytest.mark.parametrize("how", ["fork", "process"])
+def test_the_child_computes_the_references_the_command_would(write_job, monkeypatch, how):
+    """Forked (a fresh command, before its threads), or ``python -m farm.early_refs``
+    (where threads run already): the references and lines the command would make."""
+    import pickle
+    import subprocess
+    import sys
+
+    from conftest import checkout_env
+
+    import farm.early_refs as early_refs
+
     job = write_job(**DEEP)
     spec = specmod.load(job)
     lines: list[str] = []
     want = make_plan(spec).references(lines.append)
     assert want is not None and len(want.refs) >= 1
-    got = EarlyReferences(job).take(spec)
+    if how == "fork":
+        done = subprocess.run([sys.executable, "-c", FORKED, str(job)], capture_output=True,
+                              env=checkout_env(), check=True)
+        got = pickle.loads(done.stdout)
+    else:
+        monkeypatch.setattr(early_refs.threading, "active_count", lambda: 2)
+        child = EarlyReferences(job)
+        assert child.proc is not None
+        got = child.take(spec)
     assert got is not None
     refs, said = got
     assert _same(refs, want) and said == lines
-    other = specmod.load(write_job("other", **{**DEEP, "max_iter": 2000}))
-    assert EarlyReferences(job).take(other) is None  # another job: the command computes its own
-    assert EarlyReferences(ROOT / "no-such-job.toml").take(spec) is None  # a child that failed
+    if how == "process":
+        other = specmod.load(write_job("other", **{**DEEP, "max_iter": 2000}))
+        assert EarlyReferences(job).take(other) is None  # another job: the command computes its own
+        assert EarlyReferences(ROOT / "no-such-job.toml").take(spec) is None  # a child that failed
 
 
 def test_a_render_with_early_references_stores_what_one_without_does(write_job, tmp_path, capsys):
@@ -80,5 +112,8 @@ def test_when_the_child_starts(monkeypatch, write_job, flag, cores, launcher, st
     child = begin(write_job(**DEEP))
     assert (child is not None) == started
     if child is not None:
+        pid = child.pid if child.proc is None else child.proc.pid
         child.cancel()
-        assert child.proc.returncode is not None  # ended, nothing left running
+        child.cancel()  # (idempotent)
+        with pytest.raises(ProcessLookupError):  # ended and reaped: nothing left running
+            os.kill(pid, 0)
