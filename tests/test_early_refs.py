@@ -70,12 +70,15 @@ def test_the_child_computes_the_references_the_command_would(write_job, monkeypa
         assert EarlyReferences(ROOT / "no-such-job.toml").take(spec) is None  # a child that failed
 
 
-def test_a_render_with_early_references_stores_what_one_without_does(write_job, tmp_path, capsys):
+def test_a_render_with_early_references_stores_what_one_without_does(write_job, tmp_path, capsys,
+                                                                     monkeypatch):
     """The command's render, its references taken from the child (checked: taken), and
     the same job rendered with FARM_EARLY_REFERENCES=0: the same stored references and
     pixels, the same lines about the references."""
+    import farm.early_refs as early_refs
     from farm.run import RenderOptions, render
 
+    monkeypatch.setattr(early_refs.threading, "active_count", lambda: 2)  # no fork of pytest itself
     job = write_job(**DEEP)
     without = tmp_path / "without.h5"
     done = run_farm("render", str(job), "--no-video", "--store", str(without),
@@ -109,6 +112,7 @@ def test_when_the_child_starts(monkeypatch, write_job, flag, cores, launcher, st
     monkeypatch.setenv("FARM_EARLY_REFERENCES", flag)
     monkeypatch.setattr(early_refs, "usable_cores", lambda: cores)
     monkeypatch.setattr(early_refs, "launched_by_mpi", lambda: launcher)
+    monkeypatch.setattr(early_refs.threading, "active_count", lambda: 2)  # no fork of pytest itself
     child = begin(write_job(**DEEP))
     assert (child is not None) == started
     if child is not None:
