@@ -99,6 +99,11 @@ def test_a_render_with_early_references_stores_what_one_without_does(write_job, 
     assert said(done.stderr) and said(capsys.readouterr().err) == said(done.stderr)
     assert_same_datasets(without, with_early, ["reference/orbits", "reference/point", "frames/reference",
                                                "iterations", "fraction"])
+    from farm.run import prepare_store
+
+    resuming = EarlyReferences(job)  # a store that resumes holds its references: the child ends at once
+    prepare_store(specmod.load(job), with_early, restart=False, progress=False, early=resuming)
+    assert resuming.proc is not None and resuming.proc.returncode is not None
 
 
 @pytest.mark.parametrize("flag,cores,launcher,started", [("", 16, False, True), ("", 2, False, False),
