@@ -102,26 +102,25 @@ def try_codec(codec: str, width: int, height: int) -> str | None:
 
 
 @functools.cache
+def _listing(option: str) -> str:
+    """What this ffmpeg prints for a listing ``option`` (``-encoders``, ``-bsfs``); empty
+    when it cannot be run."""
+    try:
+        return subprocess.run([ffmpeg_binary(), "-hide_banner", option], capture_output=True,
+                              text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
 def has_encoder(name: str) -> bool:
     """This ffmpeg was built with the encoder ``name`` (its ``-encoders`` list)."""
-    try:
-        listing = subprocess.run([ffmpeg_binary(), "-hide_banner", "-encoders"], capture_output=True,
-                                 text=True, timeout=30, check=False).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return any(line.split()[1:2] == [name] for line in listing.splitlines() if line.strip())
+    return any(line.split()[1:2] == [name] for line in _listing("-encoders").splitlines() if line.strip())
 
 
-@functools.cache
 def has_bitstream_filter(name: str) -> bool:
     """This ffmpeg has the bitstream filter ``name`` (its ``-bsfs`` list; a segmented
     video's join needs ``filter_units``, ffmpeg 4.0 and later)."""
-    try:
-        listing = subprocess.run([ffmpeg_binary(), "-hide_banner", "-bsfs"], capture_output=True,
-                                 text=True, timeout=30, check=False).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return name in (line.strip() for line in listing.splitlines())
+    return name in (line.strip() for line in _listing("-bsfs").splitlines())
 
 
 def choose_codec(codec: str, width: int, height: int) -> str:
