@@ -97,17 +97,30 @@ def opencl_begins():
     begins()
     mark("OpenCL's discovery started (pyopencl imported)")
     import farm.run
-    from farm.compute import prep, render
-    from farm.store import layout
+    from farm.compute import prep, programs, render
+    from farm.schedule import master
+    from farm.store import layout, writer
     mark("imports (farm.run)")
     around(farm.run, "bind_local", "OpenCL platforms, device")
     around(farm.run, "spawn_helpers", "frame preparation's helpers spawned")
     around(farm.run, "compute_reference", "reference orbit")
     around(farm.run, "with_period_limits", "iteration limits")
-    around(layout, "create", "store created")
+    around(layout, "begin", "store's body written")
+    around(layout.NewStore, "finish", "store's references written, in place")
     around(farm.run, "_run_in_process", "workers")
     around(render.TileRenderer, "__init__", "renderer (context, buffers)")
+    around(render.TileRenderer, "ensure_slots", "the worker's other slots")
     around(prep.FramePrep, "__init__", "frame preparation")
+    around(writer.StoreWriter, "__init__", "store opened for writing")
+    around(farm.run, "run_master", "master loop")
+    build = programs.build
+    def timed_build(ctx, names, options=()):
+        mark("build " + "+".join(names) + " begins")
+        try:
+            return build(ctx, names, options)
+        finally:
+            mark("build " + "+".join(names) + " ends")
+    programs.build = timed_build
     launch = render.TileRenderer.launch
     def first(self, *a, **k):
         launch(self, *a, **k)
