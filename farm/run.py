@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,8 +71,9 @@ def _differences(a: specmod.JobSpec, b: specmod.JobSpec) -> list[str]:
 
 def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bool = True,
                   check_space: bool = True, timing: MasterTiming | None = None,
-                  helpers: list | None = None,
-                  early: EarlyReferences | None = None) -> tuple[Plan, References | None, Codec]:
+                  helpers: list | None = None, early: EarlyReferences | None = None,
+                  meanwhile: Callable[[Plan, Codec], None] | None = None
+                  ) -> tuple[Plan, References | None, Codec]:
     """Create the store for ``spec``, or check that the existing one is for the same
     job (then it resumes). ``restart`` replaces an existing store this farm wrote.
     Returns the plan, the references of its perturbed frames (chosen once, kept in the
@@ -81,7 +83,13 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
     ``timing`` counts the seconds of the references; ``helpers``, frame preparation's
     processes started before (farm/compute/prep.py), share the escape pre-pass of
     ``max = "auto"``; ``early``, the references being computed beside the command's start
-    (farm/early_refs.py), taken for a new store when they are this job's."""
+    (farm/early_refs.py), taken for a new store when they are this job's.
+
+    A new store's body (everything but the references) is written before the
+    references are taken, unless ``max = "auto"`` (their limits change its layout),
+    and ``meanwhile(plan, codec)`` runs then too (the renderers' first program
+    builds): while the early references are still being computed, neither waits for
+    them, and neither is then left between the references and the first kernel."""
     specmod.check_writable(path, "output.store")
     layout.check_ours(path, "output.store")
     if path.exists() and not restart:
@@ -101,22 +109,45 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
     _check_space(path, plan, codec, restart, check_space)  # the largest file: always
     if path.exists():
         path.unlink()
-    t0 = time.perf_counter()
-    refs = compute_reference(plan, progress, early)
-    if timing is not None:
-        timing.reference_s += time.perf_counter() - t0
-    runner = None
-    if helpers:
-        from farm.compute.prep import HelperRunner
-
-        runner = HelperRunner(helpers)
-    # max = "auto": a few periods of a nucleus reference, the frames' escape statistics
-    limited = with_period_limits(plan, refs, runner)
-    if limited is not plan:  # a longer histogram: the store grows
-        _check_space(path, limited, codec, restart, check_space)
-    plan = limited
+    layout.remove_stale(path)  # a creation killed while it waited for its references
+    new = None
     try:
-        layout.create(path, plan, refs, codec)
+        if spec.iterations.max != "auto":
+            with _creating(path, plan, codec):
+                new = layout.begin(path, plan, codec)
+        if meanwhile is not None:
+            meanwhile(plan, codec)
+        t0 = time.perf_counter()
+        refs = compute_reference(plan, progress, early)
+        if timing is not None:
+            timing.reference_s += time.perf_counter() - t0
+        if new is None:
+            runner = None
+            if helpers:
+                from farm.compute.prep import HelperRunner
+
+                runner = HelperRunner(helpers)
+            # max = "auto": a few periods of a nucleus reference, the frames' escape statistics
+            limited = with_period_limits(plan, refs, runner)
+            if limited is not plan:  # a longer histogram: the store grows
+                _check_space(path, limited, codec, restart, check_space)
+            plan = limited
+            with _creating(path, plan, codec):
+                new = layout.begin(path, plan, codec)
+        with _creating(path, plan, codec):
+            new.finish(refs)
+    except BaseException:
+        if new is not None:
+            new.abort()
+        raise
+    return plan, refs, codec
+
+
+@contextlib.contextmanager
+def _creating(path: Path, plan: Plan, codec: Codec) -> Iterator[None]:
+    """The store's creation: a file system's largest file or a full disk as one line."""
+    try:
+        yield
     except OSError as err:
         if err.errno == errno.EFBIG:  # a file system whose largest file space.MAX_FILE does not know
             raise StoreError(
@@ -127,7 +158,6 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
             raise
         raise StoreError(f"output.store: {space.disk_full_reason(path, err)} while the store was "
                          "created; nothing was rendered") from None
-    return plan, refs, codec
 
 
 def _check_space(path: Path, plan: Plan, codec: Codec, restart: bool, free_space: bool) -> None:

@@ -126,3 +126,49 @@ def test_when_the_child_starts(monkeypatch, write_job, flag, cores, launcher, st
         child.cancel()  # (idempotent)
         with pytest.raises(ProcessLookupError):  # ended and reaped: nothing left running
             os.kill(pid, 0)
+
+
+@pytest.mark.parametrize("auto", [False, True], ids=["fixed", "auto"])
+def test_a_new_stores_body_and_builds_come_before_its_references(tmp_path, monkeypatch, auto):
+    """prepare_store writes a new store's body (under its temporary name) and runs
+    ``meanwhile`` before it takes the references, which the early references may still
+    be computing; with max = "auto" (whose limits change the store) the body comes
+    after them. References that fail leave no file at all."""
+    from conftest import make_spec
+
+    from farm import run
+
+    spec = make_spec(**{**DEEP, "max_iter": "auto" if auto else 3000})
+    temporary = tmp_path / f".s.h5.{os.getpid()}.tmp"
+    seen: list[tuple[str, bool]] = []
+
+    def now(step: str) -> None:
+        seen.append((step, temporary.exists()))
+
+    real = run.compute_reference
+
+    def references(plan, progress=True, early=None):
+        now("references")
+        return real(plan, progress, early)
+
+    monkeypatch.setattr(run, "compute_reference", references)
+    path = tmp_path / "s.h5"
+    killed = tmp_path / ".s.h5.999999.tmp"  # a creation killed while it waited (SIGTERM, kill -9)
+    others = [tmp_path / ".s.h5.x.tmp", tmp_path / ".t.h5.999999.tmp"]  # not this store's
+    for stale in (killed, *others):
+        stale.write_bytes(b"left")
+    run.prepare_store(spec, path, restart=False, progress=False,
+                      meanwhile=lambda plan, codec: now("meanwhile"))
+    assert not killed.exists() and all(p.exists() for p in others)
+    for other in others:
+        other.unlink()
+    assert seen == [("meanwhile", not auto), ("references", not auto)]
+    assert path.exists() and not list(tmp_path.glob(".*.tmp"))
+
+    def failing(plan, progress=True, early=None):
+        raise RuntimeError("no orbit")
+
+    monkeypatch.setattr(run, "compute_reference", failing)
+    with pytest.raises(RuntimeError, match="no orbit"):
+        run.prepare_store(spec, tmp_path / "t.h5", restart=False, progress=False)
+    assert not (tmp_path / "t.h5").exists() and not list(tmp_path.glob(".*.tmp"))

@@ -115,11 +115,11 @@ def test_a_store_above_the_largest_file_is_refused_even_ignoring_free_space(
 def test_a_file_system_that_refuses_a_large_file_is_one_line(big_job, tmp_path, monkeypatch, capsys):
     """A file system whose cap is not known: creating the store fails with EFBIG, said
     in one line (exit 2), nothing left behind."""
-    def too_large(path, plan, refs=None, codec=None):
+    def too_large(path, plan, codec=None):
         raise OSError(errno.EFBIG, "Unable to extend file properly (file too large)")
 
     monkeypatch.setattr(space, "largest_file", lambda path: None)
-    monkeypatch.setattr(layout, "create", too_large)
+    monkeypatch.setattr(layout, "begin", too_large)
     status = cli.main(["render", str(big_job), "--ignore-free-space", "--no-video", "--quiet"])
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert status == EXIT_USAGE and "more than its file system holds in one file" in last, last

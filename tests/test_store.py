@@ -59,6 +59,44 @@ def test_layout(tmp_path, codec):
     assert not list(tmp_path.glob(".*tmp"))  # created under a temporary name, renamed
 
 
+def test_a_store_begun_is_hidden_until_finished_and_aborting_leaves_nothing(tmp_path):
+    """layout.begin writes everything but the references under a temporary name;
+    finish puts the file in place (the datasets as create makes them), never over an
+    existing file; abort, or a plan with perturbed frames finished without
+    references, leaves nothing behind."""
+    plan = _plan()
+    path, other = tmp_path / "s.h5", tmp_path / "c.h5"
+    new = layout.begin(path, plan)
+    assert not path.exists() and new.tmp.exists() and new.tmp.parent == tmp_path
+    new.finish(None)
+    assert path.exists() and not list(tmp_path.glob(".*tmp"))
+    layout.create(other, plan)
+    with h5py.File(path, "r") as a, h5py.File(other, "r") as b:
+        names = _names(a)
+        assert sorted(names) == sorted(_names(b))
+        for name in names:
+            if isinstance(a[name], h5py.Dataset):
+                assert np.array_equal(a[name][...], b[name][...]), name
+
+    layout.begin(tmp_path / "gone.h5", plan).abort()
+    again = layout.begin(path, plan)  # the store is there: finish refuses to replace it
+    with pytest.raises(FileExistsError):
+        again.finish(None)
+    assert not list(tmp_path.glob(".*tmp")) and not (tmp_path / "gone.h5").exists()
+
+    deep = make_plan(make_spec(size=(32, 16), width=("1e-20", "1e-20"), center=("-0.75", "0.1")))
+    assert deep.reference_needs() is not None
+    with pytest.raises(ValueError, match="references"):
+        layout.begin(tmp_path / "deep.h5", deep).finish(None)
+    assert not list(tmp_path.glob("*deep*")) and not list(tmp_path.glob(".*tmp"))
+
+
+def _names(f: h5py.File) -> list[str]:
+    out: list[str] = []
+    f.visit(out.append)
+    return out
+
+
 @CODECS
 def test_tiles_round_trip_through_h5py_and_the_reader(tmp_path, codec):
     plan = _plan()

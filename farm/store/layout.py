@@ -86,7 +86,9 @@ size, ...; informational, the plan recomputes it from the spec).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import glob
 import json
 import os
 from pathlib import Path
@@ -186,53 +188,110 @@ def create(path: str | os.PathLike[str], plan: Plan, refs: References | None = N
     """Create an empty store for ``plan`` at ``path`` (atomically; replaces nothing),
     with the references of its perturbed frames when there are some, its pixel
     channels encoded with ``codec``."""
+    begin(path, plan, codec).finish(refs)
+
+
+def begin(path: str | os.PathLike[str], plan: Plan, codec: Codec = ZSTD) -> NewStore:
+    """Begin creating the store of :func:`create`: everything but the references,
+    under a temporary name. ``finish(refs)`` then puts it in place, ``abort()``
+    removes it. A new render writes the store's body so while its references are
+    computed in a process of their own (farm/early_refs.py)."""
+    return NewStore(Path(path), plan, codec)
+
+
+def remove_stale(path: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporaries ``.NAME.PID.tmp`` that creations of the store at ``path``
+    left when they were killed (a creation waits for the references, which take minutes
+    at great depths); returns them. Only for a caller that holds the store's lock
+    (farm/store/lock.py): no other creation of it can be under way."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    gone = []
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        if tmp.name[len(path.name) + 2:-4].isdigit():
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+                gone.append(tmp)
+    return gone
+
+
+class NewStore:
+    """A store being created (:func:`begin`): the file ``.NAME.PID.tmp`` beside
+    ``path``, open, with every dataset but the references written."""
+
+    def __init__(self, path: Path, plan: Plan, codec: Codec):
+        self.path, self.plan = path, plan
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        self._open = contextlib.ExitStack()
+        try:
+            heads = _slot_templates(plan, codec) if codec.compressed else {}
+            th, tw = plan.grid.tile_h, plan.grid.tile_w
+            slots = {codec.slot_bytes(c.nbytes(th * tw)): heads[c.name] for c in plan.channels if heads}
+            sparse = self._open.enter_context(SparseWriter(self.tmp, slots))
+            self._file = self._open.enter_context(h5py.File(sparse, "w", libver="earliest"))
+            _write_body(self._file, plan, codec, heads)
+        except BaseException:
+            self.abort()
+            raise
+
+    def finish(self, refs: References | None) -> None:
+        """Write the references (a plan with perturbed frames needs them), close the
+        file, flush it to disk and rename it into place (never over an existing file)."""
+        try:
+            if self.plan.reference_needs() is not None:
+                if refs is None:
+                    raise ValueError("a plan with perturbed frames needs its references")
+                write_references(self._file, refs)
+            self._open.close()
+            with open(self.tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            if self.path.exists():
+                raise FileExistsError(self.path)
+            os.replace(self.tmp, self.path)
+        finally:
+            self.abort()  # after the rename: nothing left to remove
+
+    def abort(self) -> None:
+        """Close and remove the temporary file (nothing is left; closing a file that is
+        being given up may fail too, on a full disk: that is not what went wrong)."""
+        try:
+            with contextlib.suppress(Exception):
+                self._open.close()
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                self.tmp.unlink()
+
+
+def _write_body(f: h5py.File, plan: Plan, codec: Codec, heads: dict[str, bytes]) -> None:
+    """Every dataset of a new store but the references (see the module docstring)."""
     spec = plan.spec
     w, h = plan.grid.width, plan.grid.height  # a frame, or an expmap unit
     tw, th = plan.grid.tile_w, plan.grid.tile_h
     f_count, t_count = len(plan.frames), plan.grid.count
-    heads = _slot_templates(plan, codec) if codec.compressed else {}
-    slots = {codec.slot_bytes(c.nbytes(th * tw)): heads[c.name] for c in plan.channels if heads}
-    try:
-        with SparseWriter(tmp, slots) as sparse, h5py.File(sparse, "w", libver="earliest") as f:
-            f.attrs["spec"] = canonical_text(spec)
-            f.attrs["format"] = FORMAT
-            f.attrs["created"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-            f.attrs["method"] = plan.method
-            for c in plan.channels:  # iterations, fraction, then any others
-                shape = (f_count, *c.shape(h, w))
-                if codec.compressed:
-                    _slotted(f, c.name, shape, c.dtype, (1, *c.shape(th, tw)), codec)
-                else:
-                    _fixed(f, c.name, shape, c.dtype, chunks=(1, *c.shape(th, tw)))
-            if codec.compressed:
-                _write_slots(f, plan, codec, heads)
-                _fixed(f, BYTES, (f_count, t_count, len(plan.channels)), "<u4")
-            _fixed(f, "done", (f_count, t_count), "u1")
-            _fixed(f, "histogram", (f_count, plan.bins), "<i8")
-            _fixed(f, "frame_done", (f_count,), "u1")
-            for name, dtype in TILE_META.items():
-                _fixed(f, name, (f_count, t_count), dtype)
-            _fixed(f, "runs", (RUNS,), RUN_DTYPE)
-            f["frames/width"] = np.array([_width_text(fr.width) for fr in plan.frames], "S40")
-            f["frames/max_iter"] = np.array([fr.max_iter for fr in plan.frames], "<i8")
-            f["frames/precision"] = np.array([fr.precision for fr in plan.frames], "S16")
-            if plan.layout is not None:
-                _expmap_datasets(f, plan)
-            if plan.reference_needs() is not None:
-                if refs is None:
-                    raise ValueError("a plan with perturbed frames needs its references")
-                write_references(f, refs)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        if path.exists():
-            raise FileExistsError(path)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    f.attrs["spec"] = canonical_text(spec)
+    f.attrs["format"] = FORMAT
+    f.attrs["created"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    f.attrs["method"] = plan.method
+    for c in plan.channels:  # iterations, fraction, then any others
+        shape = (f_count, *c.shape(h, w))
+        if codec.compressed:
+            _slotted(f, c.name, shape, c.dtype, (1, *c.shape(th, tw)), codec)
+        else:
+            _fixed(f, c.name, shape, c.dtype, chunks=(1, *c.shape(th, tw)))
+    if codec.compressed:
+        _write_slots(f, plan, codec, heads)
+        _fixed(f, BYTES, (f_count, t_count, len(plan.channels)), "<u4")
+    _fixed(f, "done", (f_count, t_count), "u1")
+    _fixed(f, "histogram", (f_count, plan.bins), "<i8")
+    _fixed(f, "frame_done", (f_count,), "u1")
+    for name, dtype in TILE_META.items():
+        _fixed(f, name, (f_count, t_count), dtype)
+    _fixed(f, "runs", (RUNS,), RUN_DTYPE)
+    f["frames/width"] = np.array([_width_text(fr.width) for fr in plan.frames], "S40")
+    f["frames/max_iter"] = np.array([fr.max_iter for fr in plan.frames], "<i8")
+    f["frames/precision"] = np.array([fr.precision for fr in plan.frames], "S16")
+    if plan.layout is not None:
+        _expmap_datasets(f, plan)
 
 
 def _expmap_datasets(f: h5py.File, plan: Plan) -> None:
