@@ -27,6 +27,7 @@ from farm.compute.device import DeviceInfo, bind_device, bind_local
 from farm.compute.launch import LaunchConfig
 from farm.compute.prep import FramePrep, close_helpers, spawn_helpers
 from farm.compute.render import TileRenderer
+from farm.compute.render import build_ahead as render_programs_ahead
 from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, StoreError, UsageError
 from farm.estimate import WorkEstimate, eta_seconds, plan_shape
 from farm.plan import Plan, make_plan, structure
@@ -415,9 +416,16 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
         # store's preparation (the reference orbit, the store's creation)
         configs = [LaunchConfig.for_device(i) for i, _ in bound]
         helpers = spawn_helpers(max(c.prep_processes for c in configs) * len(bound))
+        built: list = []  # programs built ahead, held until the renderers have them
+
+        def build_ahead(plan: Plan, codec: Codec) -> None:
+            for info, device in bound:
+                built.extend(render_programs_ahead(device, info, plan, codec.compressed))
+
         with StoreLock(store_path):
             plan, refs, codec = prepare_store(spec, store_path, options.restart, options.progress,
-                                              options.check_space, timing, helpers, early)
+                                              options.check_space, timing, helpers, early,
+                                              meanwhile=build_ahead)
             session = _Session(plan, store_path, options, timing,
                                _open_sink(sink, spec, store_path, video), job=spec, video=video)
             taken, helpers = helpers, []  # the FramePrep stops them

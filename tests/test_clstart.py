@@ -52,6 +52,37 @@ def test_contexts_never_taken_are_released(cl_device):
     assert (_double_on(clstart.context(dev)) == 2 * np.arange(64)).all()
 
 
+def test_programs_built_ahead_are_the_ones_the_renderer_uses(cl_device):
+    """build_ahead builds the first frame's kernel on the context made beside the
+    start; the renderer that takes that context gets the very same program (no second
+    build) and renders what a renderer of its own context does. Without such a context
+    nothing is built."""
+    from conftest import make_spec, render_frame
+
+    from farm.compute import programs
+    from farm.compute.render import TileRenderer, build_ahead
+    from farm.plan import make_plan
+
+    info, dev = cl_device
+    plan = make_plan(make_spec(size=(24, 16), tile=(16, 16)))
+    clstart.release_unused()
+    assert build_ahead(dev, info, plan, shuffle=False) == []  # no context made: nothing built
+    clstart.prepare_contexts([dev])
+    built = build_ahead(dev, info, plan, shuffle=True)
+    assert len(built) == 2  # the first frame's kernel, the shuffle (a short histogram: no hist_top)
+    renderer = TileRenderer(dev, info, plan)
+    _, sources, options = renderer.choice.kernel(plan.frames[0])
+    assert programs.build(renderer.ctx, sources, options) is built[0]
+    assert programs.build(renderer.ctx, ("shuffle.cl",)) is built[1]
+    got = np.zeros((16, 24), np.uint32)
+    for tile in plan.grid:
+        res = renderer.render(plan.frames[0], tile)
+        got[tile.y0:tile.y0 + tile.height, tile.x0:tile.x0 + tile.width] = res.iterations
+    renderer.close()
+    want, _ = render_frame(cl_device, plan)  # a context of its own
+    assert np.array_equal(got, want) and got.any()
+
+
 def _python(code: str) -> str:
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=checkout_env(None),
                          capture_output=True, text=True, timeout=300)

@@ -267,6 +267,88 @@ def channel_options(plan: Plan) -> tuple[str, ...]:
     return opts
 
 
+@dataclass(frozen=True)
+class ProgramChoice:
+    """The OpenCL programs a :class:`TileRenderer` of ``plan`` builds, chosen from the
+    plan, the device's build options and the launch configuration alone: a new render
+    builds its first ones (:func:`build_ahead`) while its references are computed."""
+
+    plan: Plan
+    config: LaunchConfig
+    options: tuple[str, ...]  # every program's: the device's, the channels', pixel blocks
+    interior: bool
+    count_steps: bool = False
+
+    @classmethod
+    def choose(cls, device: cl.Device, plan: Plan, config: LaunchConfig, interior: bool | None = None,
+               count_steps: bool = False) -> ProgramChoice:
+        options = programs.device_options(device, config.local_bins) + channel_options(plan)
+        if config.pixel_blocks:
+            options += ("-DPIXEL_BLOCKS",)
+        return cls(plan, config, options, config.interior if interior is None else interior, count_steps)
+
+    def polar(self, frame: FramePlan) -> bool:
+        """Whether ``frame`` is an expmap strip segment (polar tiles)."""
+        layout = self.plan.layout
+        return layout is not None and layout.units[frame.index].kind != CENTRE
+
+    def lanes(self, frame: FramePlan) -> int:
+        """Pixels in flight per work-item for this frame (1: one at a time)."""
+        if (frame.precision != "perturb" or self.count_steps
+                or frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10):
+            return 1
+        return max(1, self.config.lanes)
+
+    def kernel(self, frame: FramePlan) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+        """(key, sources, options) of the program whose ``mandel`` renders ``frame``;
+        frames of one key share it."""
+        fmt = frame.precision
+        sources: tuple[str, ...] = (programs.FORMAT_SOURCES[fmt], "histogram.cl", "mandel.cl")
+        extra: tuple[str, ...] = ()
+        if fmt == "perturb" and frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10:
+            extra = ("-DPERTURB_FX",)
+        if self.polar(frame):
+            extra += ("-DPOLAR",)
+        if frame.rotated:
+            extra += ("-DROTATED",)
+        if fmt == "perturb" and self.count_steps:
+            extra += ("-DPERTURB_STEPS",)
+        if fmt == "perturb" and not self.interior:
+            extra += ("-DPERTURB_NO_INTERIOR",)
+        if self.lanes(frame) > 1:
+            sources = ("perturb.cl", "perturb_lanes.cl", "histogram.cl", "mandel.cl")
+            extra += (f"-DPERTURB_LANES={self.lanes(frame)}",)
+        if fmt == "perturb" and self.config.min_skip_level != 1:
+            extra += (f"-DBLA_MIN_LEVEL={self.config.min_skip_level}",)
+        return fmt + "".join(extra), sources, self.options + extra
+
+    def hist_top(self) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """(sources, options) of the program that finds a tile's highest count, for
+        histogram rows longer than HIST_STAGED; None otherwise."""
+        return (("hist_top.cl",), self.options) if self.plan.bins > HIST_STAGED else None
+
+
+def build_ahead(device: cl.Device, info: DeviceInfo, plan: Plan, shuffle: bool) -> list[cl.Program]:
+    """Build the programs a new render's :class:`TileRenderer` on ``device`` needs
+    before its first kernel (the first frame's kernel, the highest count's, the
+    shuffle's), on the context made for it beside the start
+    (:func:`farm.compute.clstart.prepare_contexts`), which the renderer then takes: its
+    own builds find them (:func:`farm.compute.programs.build` keeps a program while
+    something holds it: hold the list returned until the renderer exists). Nothing where
+    no such context waits. Called while the references are computed in a process of
+    their own (farm/early_refs.py), it takes the builds off the way to the first kernel
+    (60-90 ms of it; BENCHMARKS.md, sixteenth session)."""
+    clstart.wait_contexts()
+    handle = clstart.made_for(device)
+    if handle is None or not plan.frames:
+        return []
+    ctx = cl.Context.from_int_ptr(handle, retain=True)
+    choice = ProgramChoice.choose(device, plan, LaunchConfig.for_device(info))
+    first = choice.kernel(plan.frames[0])
+    wanted = [first[1:], choice.hist_top(), (("shuffle.cl",), ()) if shuffle else None]
+    return [programs.build(ctx, *w) for w in wanted if w is not None]
+
+
 class TileRenderer:
     """Renders tiles of one plan on one device (one context, one in-order queue)."""
 
@@ -288,18 +370,17 @@ class TileRenderer:
         self.plan = plan
         self.counters = Counters()  # kernel builds and per-frame preparation, in seconds
         self.config = config or LaunchConfig.for_device(info)
-        self.interior = self.config.interior if interior is None else interior
+        self.choice = ProgramChoice.choose(device, plan, self.config, interior, count_steps)
+        self.interior = self.choice.interior
         self.ctx = clstart.context(device)  # made beside the reference orbit where it could be
         self.queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        self.options = programs.device_options(device, self.config.local_bins) + channel_options(plan)
-        if self.config.pixel_blocks:
-            self.options += ("-DPIXEL_BLOCKS",)
+        self.options = self.choice.options
         self.hist_dtype = np.int64 if "-DHIST64" in self.options else np.uint32
         self._kernels: dict[str, cl.Kernel] = {}
         self.shuffle = shuffle
         # rows longer than HIST_STAGED: the device finds each tile's highest count
-        self._hist_top = (cl.Kernel(programs.build(self.ctx, ("hist_top.cl",), self.options), "hist_top")
-                          if plan.bins > HIST_STAGED else None)
+        top = self.choice.hist_top()
+        self._hist_top = cl.Kernel(programs.build(self.ctx, *top), "hist_top") if top else None
         # blocking copies off the launching thread, on a queue of their own (the
         # renderer's queue has the next tiles' kernels in it): per-frame skip tables, made
         # ahead (a buffer made with COPY_HOST_PTR was copied inside the first launch that
@@ -525,41 +606,16 @@ class TileRenderer:
 
     # ----------------------------------------------------------------- launches
     def _polar(self, frame: FramePlan) -> bool:
-        """Whether ``frame`` is an expmap strip segment (polar tiles)."""
-        layout = self.plan.layout
-        return layout is not None and layout.units[frame.index].kind != CENTRE
+        return self.choice.polar(frame)
 
     def _lanes(self, frame: FramePlan) -> int:
-        """Pixels in flight per work-item for this frame (1: one at a time)."""
-        if (frame.precision != "perturb" or self.count_steps
-                or frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10):
-            return 1
-        return max(1, self.config.lanes)
+        return self.choice.lanes(frame)
 
     def _kernel(self, frame: FramePlan) -> cl.Kernel:
-        fmt = frame.precision
-        sources: tuple[str, ...] = (programs.FORMAT_SOURCES[fmt], "histogram.cl", "mandel.cl")
-        extra: tuple[str, ...] = ()
-        if fmt == "perturb" and frame.log10_spacing < precision.PERTURB_FX_BELOW_LOG10:
-            extra = ("-DPERTURB_FX",)
-        if self._polar(frame):
-            extra += ("-DPOLAR",)
-        if frame.rotated:
-            extra += ("-DROTATED",)
-        if fmt == "perturb" and self.count_steps:
-            extra += ("-DPERTURB_STEPS",)
-        if fmt == "perturb" and not self.interior:
-            extra += ("-DPERTURB_NO_INTERIOR",)
-        if self._lanes(frame) > 1:
-            sources = ("perturb.cl", "perturb_lanes.cl", "histogram.cl", "mandel.cl")
-            extra += (f"-DPERTURB_LANES={self._lanes(frame)}",)
-        if fmt == "perturb" and self.config.min_skip_level != 1:
-            extra += (f"-DBLA_MIN_LEVEL={self.config.min_skip_level}",)
-        key = fmt + "".join(extra)
+        key, sources, options = self.choice.kernel(frame)
         if key not in self._kernels:
             with self.counters.timing("build"):
-                prg = programs.build(self.ctx, sources, self.options + extra)
-                self._kernels[key] = cl.Kernel(prg, "mandel")
+                self._kernels[key] = cl.Kernel(programs.build(self.ctx, sources, options), "mandel")
         return self._kernels[key]
 
     def region(self, frame: FramePlan, tile: Tile) -> Region:
