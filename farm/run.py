@@ -381,7 +381,9 @@ def _run_in_process(session: _Session, refs: References | None, codec: Codec,
     threads = []
     for rank, (info, device) in zip(ranks, bound, strict=True):
         def make(info: DeviceInfo = info, device: Any = device) -> TileRenderer:
-            return TileRenderer(device, info, plan, references=refs, prep=prep, shuffle=codec.compressed)
+            # one slot to begin with: run_worker makes the others beside the first launches
+            return TileRenderer(device, info, plan, slots=1, references=refs, prep=prep,
+                                shuffle=codec.compressed)
         threads.append(threading.Thread(target=run_worker, name=f"farm-worker-{rank}", daemon=True,
                                         args=(plan, make, link.link(rank), packer)))
     for t in threads:
@@ -534,8 +536,8 @@ def _mpi_worker(comm, plan: Plan, refs: References | None, codec: Codec,
     info, device = bound
     packer = Packer(plan, codec, pack_threads(1, processes=local_workers))
     try:
-        run_worker(plan, lambda: TileRenderer(device, info, plan, references=refs,
-                                              shuffle=codec.compressed),
+        run_worker(plan, lambda: TileRenderer(device, info, plan, slots=1, references=refs,
+                                              shuffle=codec.compressed),  # the others: run_worker
                    transport.MpiWorker(comm), packer)
     finally:
         packer.close()

@@ -70,3 +70,30 @@ def test_changed_spec_is_refused_unless_restart(tmp_path, write_job):
     assert redone.returncode == 0, redone.stderr
     with h5py.File(tmp_path / "job.h5") as f:
         assert f["frames/max_iter"][0] == 60
+
+
+def test_a_worker_short_of_memory_for_its_slots_renders_with_those_it_has(tmp_path, write_job, monkeypatch,
+                                                                        capsys):
+    """run_worker makes the renderer's slots past its first beside the first launches;
+    where making one fails (the device's memory), it goes on with those it has: the same
+    store as a render with every slot, and one line that says so."""
+    from conftest import assert_same_datasets
+
+    from farm import cli
+    from farm.compute import render
+
+    job = write_job(size=(48, 32), frames=3, width=("3", "0.05"), tile=(16, 16), max_iter=200)
+    full, short = tmp_path / "full.h5", tmp_path / "short.h5"
+    assert cli.main(["render", str(job), "--store", str(full), "--no-video", "--quiet"]) == 0
+    capsys.readouterr()
+    make = render.TileRenderer._new_slot
+
+    def scarce(self):
+        if len(getattr(self, "_slots", ())) >= 2:
+            raise MemoryError("no memory for another slot")
+        return make(self)
+
+    monkeypatch.setattr(render.TileRenderer, "_new_slot", scarce)
+    assert cli.main(["render", str(job), "--store", str(short), "--no-video", "--quiet"]) == 0
+    assert "farm: 2 tile slots, not" in capsys.readouterr().err
+    assert_same_datasets(full, short, ["iterations", "fraction", "histogram", "done", "frame_done"])

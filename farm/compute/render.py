@@ -426,7 +426,8 @@ class TileRenderer:
         flags: Any = cl.map_flags.READ | cl.map_flags.WRITE
         for count, dtype in shapes:
             buf = cl.Buffer(self.ctx, mf.READ_WRITE | mf.ALLOC_HOST_PTR, count * dtype.itemsize)
-            mapped: Any = cl.enqueue_map_buffer(self.queue, buf, flags, 0, (count,), dtype,
+            # (on the side queue: a slot made while kernels run is not made behind them)
+            mapped: Any = cl.enqueue_map_buffer(self._side_queue, buf, flags, 0, (count,), dtype,
                                                 is_blocking=True)
             pinned.append(buf)
             staging.append(mapped[0])
@@ -750,12 +751,19 @@ class TileRenderer:
             out.append(cl.enqueue_copy(q, stage.view(np.uint8)[:n * size], planes, is_blocking=False))
         return out
 
+    @property
+    def slot_count(self) -> int:
+        """Slots made so far."""
+        return len(self._slots)
+
     def free_slots(self) -> int:
         """Launches that can start now (slots not busy computing or being packed)."""
         return sum(not s.busy for s in self._slots)
 
     def ensure_slots(self, n: int) -> None:
-        """At least ``n`` slots (launches on the device plus results being packed)."""
+        """At least ``n`` slots (launches on the device plus results being packed). May
+        run on another thread while this one launches: each slot joins the others
+        (free) once it is made."""
         while len(self._slots) < n:
             self._slots.append(self._new_slot())
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import sys
+import threading
 import time
 import traceback
 from collections import deque
@@ -67,9 +69,14 @@ def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: Work
         return
     counters = renderer.counters  # the timeline's worker side (farm/timeline.py)
     holds = capacity(renderer, packer, pipeline, len(plan.frames) * plan.grid.count)
-    renderer.ensure_slots(holds - 1)
     counters.add("setup", time.perf_counter() - t0)
     link.ready(holds)
+    # the slots past the renderer's first few are made beside the first launches: their
+    # pinned memory took 50 ms before the first kernel on an H100 host (a 1080p zoom)
+    stop_growing = threading.Event()
+    growing = threading.Thread(target=_grow, args=(renderer, holds - 1, stop_growing),
+                               name=f"farm-slots-{link.rank}", daemon=True)
+    growing.start()
     queued: deque[Task] = deque()
     running: deque = deque()  # (task, launch) on the device
     packing: deque[tuple[Task, concurrent.futures.Future[Finished]]] = deque()
@@ -105,8 +112,21 @@ def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: Work
                 link.heartbeat()
                 last_sent = time.monotonic()
     finally:
+        stop_growing.set()  # (a stop waits for one slot at most)
+        growing.join()
         renderer.close()
         link.close()
+
+
+def _grow(renderer: TileRenderer, slots: int, stop: threading.Event) -> None:
+    """The renderer's slots up to ``slots``, one at a time until ``stop`` (beside the
+    worker's loop). Where the device has no memory for them all, the worker goes on
+    with those it has: fewer tiles in flight, none lost."""
+    try:
+        while renderer.slot_count < slots and not stop.is_set():
+            renderer.ensure_slots(renderer.slot_count + 1)
+    except Exception as err:  # (pyopencl's out-of-memory errors, MemoryError)
+        print(f"farm: {renderer.slot_count} tile slots, not {slots}: {err}", file=sys.stderr)
 
 
 def _prepare_ahead(renderer: TileRenderer, plan: Plan, new: list[Task]) -> None:
