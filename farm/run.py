@@ -422,7 +422,10 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
 
         def build_ahead(plan: Plan, codec: Codec) -> None:
             for info, device in bound:
-                built.extend(render_programs_ahead(device, info, plan, codec.compressed))
+                try:
+                    built.extend(render_programs_ahead(device, info, plan, codec.compressed))
+                except Exception:  # (it fails again in the renderer, which says so as before)
+                    continue
 
         with StoreLock(store_path):
             plan, refs, codec = prepare_store(spec, store_path, options.restart, options.progress,

@@ -97,3 +97,18 @@ def test_a_worker_short_of_memory_for_its_slots_renders_with_those_it_has(tmp_pa
     assert cli.main(["render", str(job), "--store", str(short), "--no-video", "--quiet"]) == 0
     assert "farm: 2 tile slots, not" in capsys.readouterr().err
     assert_same_datasets(full, short, ["iterations", "fraction", "histogram", "done", "frame_done"])
+
+
+def test_a_build_ahead_that_fails_leaves_the_render_as_it_was(tmp_path, write_job, monkeypatch):
+    """The programs built while the references are computed are only a head start: a
+    failure there is not the render's (the renderer builds them itself)."""
+    from farm import cli, run
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("no build ahead")
+
+    monkeypatch.setattr(run, "render_programs_ahead", failing)
+    job = write_job(size=(48, 32), frames=2, tile=(16, 16), max_iter=100)
+    assert cli.main(["render", str(job), "--no-video", "--quiet"]) == 0
+    with h5py.File(tmp_path / "job.h5") as f:
+        assert f["done"][...].all()
