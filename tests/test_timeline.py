@@ -301,13 +301,18 @@ def test_a_worker_makes_no_more_slots_than_the_job_has_tiles(write_job, monkeypa
     to the worker's capacity."""
     from farm import cli
     from farm.compute.render import TileRenderer
+    from farm.schedule import worker
 
-    made: list[int] = []
-    real = TileRenderer.ensure_slots
-    monkeypatch.setattr(TileRenderer, "ensure_slots", lambda self, n: made.append(n) or real(self, n))
+    made: list[int] = []  # each renderer's slots when it closes
+    close = TileRenderer.close
+    monkeypatch.setattr(TileRenderer, "close", lambda self: made.append(self.slot_count) or close(self))
+    wanted: list[int] = []  # the slots each worker set out to have (made beside its launches)
+    grow = worker._grow
+    monkeypatch.setattr(worker, "_grow", lambda renderer, slots, stop: wanted.append(slots) or
+                        grow(renderer, slots, stop))
     one = write_job("one", size=(32, 18), frames=1, tile=(32, 32))
     assert cli.main(["render", str(one), "--no-video", "--quiet"]) == 0
-    assert made == [1]
+    assert made == [1] and wanted == [1]
     many = write_job("many", size=(32, 18), frames=6, tile=(32, 32), width=("3", "1"))
     assert cli.main(["render", str(many), "--no-video", "--quiet"]) == 0
-    assert made[-1] > 1
+    assert wanted[-1] > 1 and 1 <= made[-1] <= wanted[-1]
