@@ -430,7 +430,9 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
         with StoreLock(store_path):
             plan, refs, codec = prepare_store(spec, store_path, options.restart, options.progress,
                                               options.check_space, timing, helpers, early,
-                                              meanwhile=build_ahead)
+                                              # (without the early references, the context
+                                              # is made beside this process's own orbit instead)
+                                              meanwhile=build_ahead if early is not None else None)
             session = _Session(plan, store_path, options, timing,
                                _open_sink(sink, spec, store_path, video), job=spec, video=video)
             taken, helpers = helpers, []  # the FramePrep stops them

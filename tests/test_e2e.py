@@ -102,13 +102,25 @@ def test_a_worker_short_of_memory_for_its_slots_renders_with_those_it_has(tmp_pa
 def test_a_build_ahead_that_fails_leaves_the_render_as_it_was(tmp_path, write_job, monkeypatch):
     """The programs built while the references are computed are only a head start: a
     failure there is not the render's (the renderer builds them itself)."""
-    from farm import cli, run
+    from farm import cli, early_refs, run
 
-    def failing(*args, **kwargs):
+    class Early:  # references being computed elsewhere (none come: the command makes them)
+        def take(self, spec):
+            return None
+
+        def cancel(self):
+            pass
+
+    tried: list[str] = []
+
+    def failing(device, info, plan, shuffle):
+        tried.append(len(plan.frames))
         raise RuntimeError("no build ahead")
 
+    monkeypatch.setattr(early_refs, "begin", lambda job: Early())
     monkeypatch.setattr(run, "render_programs_ahead", failing)
     job = write_job(size=(48, 32), frames=2, tile=(16, 16), max_iter=100)
     assert cli.main(["render", str(job), "--no-video", "--quiet"]) == 0
+    assert tried  # the builds were tried while the references were being made
     with h5py.File(tmp_path / "job.h5") as f:
         assert f["done"][...].all()
