@@ -12,7 +12,8 @@ first kernel builds (from pyopencl's and the driver's caches after the first run
 and the first frame's preparation; with ``max = "auto"`` the escape pre-pass after the
 references (farm/plan/prepass.py). Run it twice: the second run shows warm caches.
 
-``--render``: `farm render JOB --restart --no-video` itself, in fresh processes (three),
+``--render``: `farm render JOB --restart --no-video` itself (``--video``: with its video, as
+by default), in fresh processes (three),
 stopped once its first kernel is enqueued: when each step began and ended, in seconds
 from the process's start (the functions that take them are wrapped; steps on other
 threads overlap).
@@ -82,7 +83,9 @@ def mark(name):
 import farm.cli
 mark("import farm.cli")
 def around(owner, name, label):
-    inner = getattr(owner, name)
+    inner = getattr(owner, name, None)
+    if inner is None:  # (an older farm, compared with this one: a step it does not have)
+        return
     def wrapped(*a, **k):
         mark(label + " begins")
         try:
@@ -106,7 +109,8 @@ def opencl_begins():
     around(farm.run, "compute_reference", "reference orbit")
     around(farm.run, "with_period_limits", "iteration limits")
     around(layout, "begin", "store's body written")
-    around(layout.NewStore, "finish", "store's references written, in place")
+    around(getattr(layout, "NewStore", None), "finish", "store's references written, in place")
+    around(layout, "create", "store created")  # (an older farm's one step)
     around(farm.run, "_run_in_process", "workers")
     around(render.TileRenderer, "__init__", "renderer (context, buffers)")
     around(render.TileRenderer, "ensure_slots", "the worker's other slots")
@@ -124,29 +128,36 @@ def opencl_begins():
     launch = render.TileRenderer.launch
     def first(self, *a, **k):
         launch(self, *a, **k)
-        mark("first kernel enqueued")
-        for name, t in marks:
+        first_kernel = ("first kernel enqueued", time.time())
+        marks.append(first_kernel)
+        # (the worker's slots are still being made on another thread: their marks after
+        # this one are left out, so that this one is the last line)
+        for name, t in marks[:marks.index(first_kernel) + 1]:
             print(repr(t), name.replace(" ", "_"))
         sys.stdout.flush()
         os._exit(0)
     render.TileRenderer.launch = first
 farm.cli._opencl_begins = opencl_begins
-farm.cli.main(["render", sys.argv[1], "--store", sys.argv[2], "--restart", "--no-video", "--quiet"])
+video = ["--video", sys.argv[3]] if len(sys.argv) > 3 else ["--no-video"]
+farm.cli.main(["render", sys.argv[1], "--store", sys.argv[2], "--restart", *video, "--quiet"])
 """
 
 
-def render_steps(job: Path, runs: int = 3) -> None:
-    """The --render table (see the module's docstring)."""
+def render_steps(job: Path, runs: int = 3, video: bool = False) -> None:
+    """The --render table (see the module's docstring); ``video``: with the video's
+    process beside the render, as `farm render` has by default."""
     import subprocess
 
     for run in range(runs):
         with tempfile.TemporaryDirectory() as tmp:
             start = time.time()
-            out = subprocess.run([sys.executable, "-c", RENDER, str(job), str(Path(tmp) / "s.h5")],
+            extra = [str(Path(tmp) / "v.mp4")] if video else []
+            out = subprocess.run([sys.executable, "-c", RENDER, str(job), str(Path(tmp) / "s.h5"), *extra],
                                  capture_output=True, text=True, check=False)
         lines = [line.split(" ", 1) for line in out.stdout.splitlines() if line.strip()]
         if not lines or lines[-1][1] != "first_kernel_enqueued":
-            raise SystemExit(f"startup: the render did not reach its first kernel\n{out.stderr[-2000:]}")
+            raise SystemExit(f"startup: the render did not reach its first kernel (exit status "
+                             f"{out.returncode})\n{out.stderr[-2000:]}")
         print(f"run {run + 1}: seconds from the process's start")
         for t, name in lines:
             print(f"  {float(t) - start:7.3f}  {name.replace('_', ' ')}")
@@ -186,6 +197,8 @@ def main() -> None:
     ap.add_argument("job", nargs="?", type=Path,
                     default=Path(__file__).resolve().parents[1] / "benchmarks/jobs/light_1080p.toml")
     ap.add_argument("--floor", action="store_true", help="what any pyopencl program takes (see above)")
+    ap.add_argument("--video", action="store_true",
+                    help="with --render: with the video's process, as `farm render` has by default")
     ap.add_argument("--render", action="store_true",
                     help="the real `farm render JOB` to its first kernel, its steps time-stamped")
     args = ap.parse_args()
@@ -193,7 +206,7 @@ def main() -> None:
         floor()
         return
     if args.render:
-        render_steps(args.job)
+        render_steps(args.job, video=args.video)
         return
     job = args.job
     t = step("arguments", T0)
