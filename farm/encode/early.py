@@ -18,18 +18,30 @@ import threading
 
 from farm.compute.nodes import gpu_possible
 
+# the OpenCL device each kernel engine colours on: ``auto`` a GPU, ``opencl`` a GPU, else
+# PoCL's CPU device (farm/compute/color.py, gpu_colourer's selector)
+SELECTORS = {"auto": "gpu", "opencl": "auto"}
+
+
+def colour_engine(engine: str = "auto") -> str:
+    """The engine a video is coloured with, as :func:`farm.encode.sink.default_colourer`
+    and :func:`begin_colourer` both decide it: ``auto`` takes FARM_COLOR_ENGINE, and is
+    ``numpy`` where no GPU device node exists (OpenCL's start-up, 0.2-0.5 s, skipped);
+    any other value is returned as given (the sink refuses what it does not know)."""
+    if engine == "auto":
+        engine = os.environ.get("FARM_COLOR_ENGINE", "auto")
+    if engine == "auto" and not gpu_possible():
+        return "numpy"
+    return engine
+
 
 def begin_colourer() -> threading.Thread | None:
     """Start making the GPU colourer that :func:`farm.encode.sink.default_colourer` will
     return, on a daemon thread (returned: join it before the command exits, so that no
     OpenCL call is left running); None where the sink colours with numpy (no GPU device
     node, or FARM_COLOR_ENGINE=numpy)."""
-    engine = os.environ.get("FARM_COLOR_ENGINE", "auto")
-    if engine == "opencl":
-        selector = "auto"
-    elif engine == "auto" and gpu_possible():
-        selector = "gpu"
-    else:
+    selector = SELECTORS.get(colour_engine())
+    if selector is None:
         return None
     try:
         from farm.compute import clstart

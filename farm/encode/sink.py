@@ -45,8 +45,8 @@ import numpy as np
 
 from farm.color.methods import Style
 from farm.color.stats import FrameStats, Statistics
-from farm.compute.nodes import gpu_possible
 from farm.cores import usable_cores
+from farm.encode.early import SELECTORS, colour_engine
 from farm.encode.outputs import Output
 from farm.errors import StoreError, UsageError
 from farm.progress import Progress
@@ -73,15 +73,11 @@ def default_colourer(engine: str = "auto") -> Colourer:
     OpenCL device: a GPU, else PoCL's CPU device) or ``auto``: the kernel on a GPU
     when there is one, numpy otherwise (on CPUs the two measured alike, and numpy needs
     no device). The environment variable FARM_COLOR_ENGINE overrides ``auto``."""
-    if engine == "auto":
-        engine = os.environ.get("FARM_COLOR_ENGINE", "auto")
-    if engine == "auto" and not gpu_possible():
-        engine = "numpy"  # no GPU device node: skip OpenCL's start-up (0.2-0.5 s)
-    if engine in ("auto", "opencl"):
+    engine = colour_engine(engine)
+    if engine in SELECTORS:
         from farm.compute.color import gpu_colourer
 
-        cl_colourer = gpu_colourer(require=engine == "opencl",
-                                   selector="gpu" if engine == "auto" else "auto")
+        cl_colourer = gpu_colourer(require=engine == "opencl", selector=SELECTORS[engine])
         if cl_colourer is not None:
             return cl_colourer
     elif engine != "numpy":
