@@ -199,19 +199,16 @@ def begin(path: str | os.PathLike[str], plan: Plan, codec: Codec = ZSTD) -> NewS
     return NewStore(Path(path), plan, codec)
 
 
-def remove_stale(path: str | os.PathLike[str]) -> list[Path]:
+def remove_stale(path: str | os.PathLike[str]) -> None:
     """Remove the temporaries ``.NAME.PID.tmp`` that creations of the store at ``path``
     left when they were killed (a creation waits for the references, which take minutes
-    at great depths); returns them. Only for a caller that holds the store's lock
-    (farm/store/lock.py): no other creation of it can be under way."""
+    at great depths). Only for a caller that holds the store's lock (farm/store/lock.py):
+    no other creation of it can be under way."""
     path = Path(path)
-    gone = []
     for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
         if tmp.name[len(path.name) + 2:-4].isdigit():
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
-                gone.append(tmp)
-    return gone
 
 
 class NewStore:
