@@ -200,6 +200,39 @@ def test_frames_range_and_parallel_pngs(store, tmp_path):
     assert bad.returncode == 2 and "--frames" in bad.stderr
 
 
+def test_a_videos_frames_are_coloured_whole_on_their_threads(store, tmp_path, monkeypatch):
+    """A video's sink colours each frame on its own frame thread (the band pool's extra
+    split cost x264 CPU on small machines); PNG outputs still split a frame over the
+    cores. The pictures do not depend on it."""
+    from farm.color import render as rendermod
+
+    monkeypatch.setenv("FARM_COLOR_ENGINE", "numpy")
+    calls: list[bool] = []
+    colour = rendermod.colour
+
+    def spy(raw, stats, style, pool=None, band_rows=None):
+        calls.append(pool is not None)
+        return colour(raw, stats, style, pool, band_rows)
+
+    monkeypatch.setattr(rendermod, "colour", spy)
+    spec = stored_spec(store)
+    video = encode_video(store, spec.color, VideoSettings(tmp_path / "v.mp4", 10), progress=False)
+    assert calls == [False] * FRAMES
+    calls.clear()
+    write_frames(store, tmp_path / "png", spec.color, progress=False)
+    assert calls == [True] * FRAMES
+    pngs = [np.asarray(Image.open(tmp_path / "png" / f"frame_{f:05d}.png")) for f in range(FRAMES)]
+    with open(tmp_path / "raw.rgb", "wb") as fh:  # the PNGs encoded by plain ffmpeg as the sink does
+        for rgb in pngs:
+            fh.write(rgb.tobytes())
+    plain = tmp_path / "plain.mp4"
+    subprocess.run([ffmpegmod.ffmpeg_binary(), "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24",
+                    "-s", f"{W}x{H}", "-framerate", "10", "-i", str(tmp_path / "raw.rgb"),
+                    *ffmpegmod.codec_args("libx264", spec.output.crf, spec.output.preset),
+                    "-pix_fmt", "yuv420p", "-y", str(plain)], check=True)
+    assert decoded(video) == decoded(plain)
+
+
 @pytest.mark.parametrize("args,field", [
     (["frames", "{store}", "--out", "/proc/frames"], "--out"),
     (["frames", "{store}", "--out", "{file}"], "--out"),

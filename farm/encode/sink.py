@@ -68,11 +68,15 @@ class Bar(Protocol):
     def close(self) -> None: ...
 
 
-def default_colourer(engine: str = "auto") -> Colourer:
-    """``numpy`` (row bands on every core), ``opencl`` (kernels/color.cl on the best
-    OpenCL device: a GPU, else PoCL's CPU device) or ``auto``: the kernel on a GPU
-    when there is one, numpy otherwise (on CPUs the two measured alike, and numpy needs
-    no device). The environment variable FARM_COLOR_ENGINE overrides ``auto``."""
+def default_colourer(engine: str = "auto", bands: bool = True) -> Colourer:
+    """``numpy``, ``opencl`` (kernels/color.cl on the best OpenCL device: a GPU, else
+    PoCL's CPU device) or ``auto``: the kernel on a GPU when there is one, numpy
+    otherwise (numpy needs no device, and on two cores PoCL's kernel took 10.5 ms of CPU
+    a 640x360 frame against numpy's 3.8). The environment variable FARM_COLOR_ENGINE
+    overrides ``auto``. ``bands``: numpy colours a frame's row bands on every core (the
+    band pool), else in the calling thread (a video's sink, which colours several frames
+    at once: splitting each over the cores as well cost 0.10-0.15 CPU s more for the
+    120 frames of a 640x360 zoom on two cores, where x264 needs every cycle)."""
     engine = colour_engine(engine)
     if engine in SELECTORS:
         from farm.compute.color import gpu_colourer
@@ -82,9 +86,10 @@ def default_colourer(engine: str = "auto") -> Colourer:
             return cl_colourer
     elif engine != "numpy":
         raise UsageError(f"FARM_COLOR_ENGINE: {engine!r} is not auto, numpy or opencl")
-    from farm.color.render import band_pool, colour
+    from farm.color.render import band_pool, colour, steady_malloc
 
-    pool = band_pool()
+    steady_malloc()  # (band_pool's first call does it too)
+    pool = band_pool() if bands else None
     return lambda raw, stats, style: colour(raw, stats, style, pool)
 
 
@@ -275,8 +280,8 @@ class FrameSink:
         nxt = 0
         try:
             self.output.prepare()  # the encoder starts before the first frame is ready
-            if self.colourer is None:
-                self.colourer = default_colourer()
+            if self.colourer is None:  # a video's frame threads each colour a frame whole
+                self.colourer = default_colourer(bands=not self.output.ordered)
             while True:
                 with self._cond:
                     while True:
