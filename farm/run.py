@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyopencl as cl
+
 from farm import spec as specmod
 from farm.compute import clstart
 from farm.compute.device import DeviceInfo, bind_device, bind_local
@@ -73,8 +75,8 @@ def _differences(a: specmod.JobSpec, b: specmod.JobSpec) -> list[str]:
 def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bool = True,
                   check_space: bool = True, timing: MasterTiming | None = None,
                   helpers: list | None = None, early: EarlyReferences | None = None,
-                  meanwhile: Callable[[Plan, Codec], None] | None = None
-                  ) -> tuple[Plan, References | None, Codec]:
+                  meanwhile: Callable[[Plan, Codec], None] | None = None,
+                  prepass_device: Any = None) -> tuple[Plan, References | None, Codec]:
     """Create the store for ``spec``, or check that the existing one is for the same
     job (then it resumes). ``restart`` replaces an existing store this farm wrote.
     Returns the plan, the references of its perturbed frames (chosen once, kept in the
@@ -83,8 +85,10 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
     ``check_space`` one that does not fit its free space;
     ``timing`` counts the seconds of the references; ``helpers``, frame preparation's
     processes started before (farm/compute/prep.py), share the escape pre-pass of
-    ``max = "auto"``; ``early``, the references being computed beside the command's start
-    (farm/early_refs.py), taken for a new store when they are this job's.
+    ``max = "auto"``, or ``prepass_device`` (a GPU of the render, whose context is made
+    beside the start) does it (farm/compute/prepass.py; the same limits); ``early``, the
+    references being computed beside the command's start (farm/early_refs.py), taken for
+    a new store when they are this job's.
 
     A new store's body (everything but the references) is written before the
     references are taken, unless ``max = "auto"`` (their limits change its layout),
@@ -123,11 +127,15 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
         if timing is not None:
             timing.reference_s += time.perf_counter() - t0
         if new is None:
-            runner = None
+            runner: Any = None
             if helpers:
                 from farm.compute.prep import HelperRunner
 
                 runner = HelperRunner(helpers)
+            if prepass_device is not None:
+                from farm.compute.prepass import DeviceRunner
+
+                runner = DeviceRunner(prepass_device, fallback=runner)
             # max = "auto": a few periods of a nucleus reference, the frames' escape statistics
             limited = with_period_limits(plan, refs, runner)
             if limited is not plan:  # a longer histogram: the store grows
@@ -432,7 +440,8 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
                                               options.check_space, timing, helpers, early,
                                               # (without the early references, the context
                                               # is made beside this process's own orbit instead)
-                                              meanwhile=build_ahead if early is not None else None)
+                                              meanwhile=build_ahead if early is not None else None,
+                                              prepass_device=_gpu_of(bound))
             session = _Session(plan, store_path, options, timing,
                                _open_sink(sink, spec, store_path, video), job=spec, video=video)
             taken, helpers = helpers, []  # the FramePrep stops them
@@ -444,6 +453,15 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
         raise
     finally:
         clstart.release_unused()
+
+
+def _gpu_of(bound: list) -> Any:
+    """The first GPU among a render's devices, for the escape pre-pass (None: the
+    pre-pass stays on the CPU, where PoCL's kernel was no faster than numpy)."""
+    for _info, device in bound:
+        if device.type & cl.device_type.GPU:
+            return device
+    return None
 
 
 def _check_paths(store_path: Path, video: str, options: RenderOptions) -> None:

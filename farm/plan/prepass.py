@@ -37,15 +37,20 @@ periods here). The stop rule sees escapes up to about twice the limit it picks, 
 the limit lets roughly 98-99% of the escaping points escape (measured at the dense
 frame below: 99% within 46339 iterations, the pre-pass takes 25467).
 
-Why the host and not the device: the pre-pass is part of the plan, and the plan must
-be the same on every machine (farm/store/reader.py keeps the stored limits on resume;
-MPI ranks take the master's), so it runs in IEEE doubles with one rounding per
-operation (numpy's real ufuncs; no fused or complex multiplies, whose roundings vary
-with the CPU), and farm/plan/ imports no OpenCL. Its cost is about the largest limit
-it certifies times ~15-45 us a step (numpy's per-call overhead): on the 2-core
-machine, loaded, 3.7 s for jobs/demo.toml, 3.3 s for jobs/seahorse.toml, 5.5 s for
-jobs/seahorse_expmap.toml, 1.2 s for jobs/deep.toml; the frames it raises cost the
-render far more (the Seahorse frame at width 6.2e-7: kernel 1.1 s at the depth
+Why numpy's arithmetic: the pre-pass is part of the plan, and the plan must be the same
+on every machine (farm/store/reader.py keeps the stored limits on resume; MPI ranks take
+the master's; `farm validate` prints what a render will use), so it runs in IEEE doubles
+with one rounding per operation (numpy's real ufuncs; no fused or complex multiplies,
+whose roundings vary with the CPU), and farm/plan/ imports no OpenCL. Its cost here is
+about the largest limit it certifies times ~15-45 us a step: on the 2-core machine,
+loaded, 3.7 s for jobs/demo.toml, 3.3 s for jobs/seahorse.toml, 5.5 s for
+jobs/seahorse_expmap.toml, 1.2 s for jobs/deep.toml, 1.6 s for the 1080p minibrot zoom
+(its slowest grid alone 0.8 s). A render on a GPU runs the same steps in
+kernels/prepass.cl instead (farm/compute/prepass.py: the arithmetic operation for
+operation, contraction off, so the counts are these bit for bit; 13-39 ms for those
+jobs' grids on an H100, 0.05-0.10 s of a render's start-up), through :func:`start`,
+:meth:`Run.check` and :meth:`Run.results`. The frames it raises cost the render far
+more than the pre-pass (the Seahorse frame at width 6.2e-7: kernel 1.1 s at the depth
 rule's 1393, 9.3 s at 21214, 640x360 on PoCL).
 
 Measured at width 6.2e-7 near the Seahorse centre (64x36 grid, iterated to 2^20):
@@ -148,9 +153,9 @@ def escape_limits(grids: Sequence[Grid], r2: float, runner: Runner | None = None
     docstring for the stop rule. With a ``runner``, the grids are dealt round robin into
     its ``width`` groups, iterated apart (each grid's result depends on its own points
     only: the same numbers), and gathered back in order."""
-    k = min(runner.width, len(grids)) if runner is not None else 1
-    if runner is None or k < 2:
+    if runner is None:
         return [max(open_tail, quantile_count(escaped)) for escaped, open_tail in iterate(grids, r2)]
+    k = max(1, min(runner.width, len(grids)))
     parts = runner([list(grids[j::k]) for j in range(k)], r2)
     out = [0] * len(grids)
     for j, part in enumerate(parts):
@@ -202,6 +207,7 @@ class _Points:
 
     f: np.ndarray
     i: np.ndarray
+    kind: str
 
     def __init__(self, grids: Sequence[Grid], first: int, float_rows: int, int_rows: int):
         sizes = [len(g.dr) for g in grids]
@@ -238,6 +244,10 @@ class _Points:
         self.f[2:4, big] *= 1e-150
         return ur * ur + ui * ui < INTERIOR_DERIVATIVE
 
+    def orbits(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The joined reference orbits' (re, im) a perturbed kind steps along."""
+        return None
+
     def magnitude(self) -> np.ndarray:
         raise NotImplementedError
 
@@ -247,6 +257,8 @@ class _Points:
 
 class _Direct(_Points):
     """z <- z^2 + c in doubles; float rows 4.. : x, y, x^2, y^2 (z = x + iy)."""
+
+    kind = "direct"  # kernels/prepass.cl's direct_steps does :meth:`step` on a device
 
     def __init__(self, grids: Sequence[Grid], first: int):
         super().__init__(grids, first, 4, 0)
@@ -285,6 +297,8 @@ class _Perturbed(_Points):
     compaction); int rows 2.. : m (into the joined orbits), the index of the point's
     orbit start, and of its last entry."""
 
+    kind = "perturbed"  # kernels/prepass.cl's perturbed_steps
+
     def __init__(self, grids: Sequence[Grid], first: int):
         super().__init__(grids, first, 6, 3)
         lengths = np.array([len(g.orbit) for g in grids], dtype=np.int64)
@@ -299,6 +313,9 @@ class _Perturbed(_Points):
         self.f[7] = self.zy[self.i[2]] + self.f[5]
         self.f[8] = self.f[6] * self.f[6] + self.f[7] * self.f[7]
         self.f[9] = 1.0
+
+    def orbits(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.zx, self.zy
 
     def magnitude(self) -> np.ndarray:
         return self.f[8]
@@ -344,6 +361,16 @@ class _Perturbed(_Points):
 def iterate(grids: Sequence[Grid], r2: float) -> list[tuple[np.ndarray, int]]:
     """Per grid: (escape counts of its points that escaped by its stop, and CAP if
     its points were still escaping there, else 0)."""
+    run = start(grids, r2)
+    with np.errstate(over="ignore", invalid="ignore"):  # escaped points may overflow
+        run.loop()
+    return run.results()
+
+
+def start(grids: Sequence[Grid], r2: float) -> Run:
+    """The grids' points after their first step (z(1) = c, escapes counted): what
+    :meth:`Run.loop` continues, here or on a device (farm/compute/prepass.py, which
+    does the steps between two checks and leaves the checks to :meth:`Run.check`)."""
     direct = [k for k, g in enumerate(grids) if len(g.orbit) == 2 and not g.orbit.any()]
     rest = [k for k in range(len(grids)) if k not in set(direct)]
     parts: list[tuple[_Points, np.ndarray]] = []  # (points, their grids' numbers in grids)
@@ -352,17 +379,19 @@ def iterate(grids: Sequence[Grid], r2: float) -> list[tuple[np.ndarray, int]]:
         if which:
             parts.append((kind([grids[k] for k in which], total), np.array(which, dtype=np.int64)))
             total += sum(len(grids[k].dr) for k in which)
-    run = _Run(parts, total, len(grids), r2)
-    with np.errstate(over="ignore", invalid="ignore"):  # escaped points may overflow
-        run.loop()
-    return [(run.count[(run.owner == k) & (run.count > 0)], CAP if run.open_tail[k] else 0)
-            for k in range(len(grids))]
+    run = Run(parts, total, len(grids), r2)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for p, _ in run.parts:
+            run.escapes(p, p.magnitude(), 1)  # z(1) = c
+    return run
 
 
-class _Run:
-    """:func:`iterate`'s state: per point its escape count (0: none yet) and grid;
-    per grid the points escaped so far and by the last check, whether it stopped,
-    and whether it was still escaping then."""
+class Run:
+    """:func:`iterate`'s state: ``parts``, the points still iterating by kind (each
+    with the numbers of its grids in the call); per point (``pid``) its escape
+    ``count`` (0: none yet) and grid (``owner``); per grid the points ``escaped`` so
+    far and by the last check, whether it stopped, and whether it was still escaping
+    then."""
 
     def __init__(self, parts: list[tuple[_Points, np.ndarray]], points: int, grids: int, r2: float):
         self.parts, self.grids, self.r2 = parts, grids, r2
@@ -383,9 +412,13 @@ class _Run:
             self.escaped += np.bincount(self.owner[gone], minlength=self.grids)
             points.retire(out)
 
+    def results(self) -> list[tuple[np.ndarray, int]]:
+        """:func:`iterate`'s answer, once no point is left."""
+        return [(self.count[(self.owner == k) & (self.count > 0)], CAP if self.open_tail[k] else 0)
+                for k in range(self.grids)]
+
     def loop(self) -> None:
-        for p, _ in self.parts:
-            self.escapes(p, p.magnitude(), 1)  # z(1) = c
+        """The steps from z(2) on, until every grid has stopped or lost its points."""
         n, check = 1, FIRST_CHECK
         while any(p.f.shape[1] for p, _ in self.parts):
             n += 1
