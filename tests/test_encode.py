@@ -29,6 +29,13 @@ from farm.store.reader import Store
 W, H, FRAMES = 64, 48, 8
 
 
+def sigint_as_a_terminal_gives_it() -> None:
+    """In the child before exec: SIGINT's default action, as a terminal's foreground job
+    has it (a job started in the background by a non-interactive shell inherits SIGINT
+    ignored, and Python then raises no KeyboardInterrupt: the encode runs to its end)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def decoded(video: Path) -> list[bytes]:
     reader = imageio_ffmpeg.read_frames(str(video))
     next(reader)
@@ -140,7 +147,8 @@ def test_ctrl_c_during_encode_leaves_no_partial_video(store, tmp_path):
     video = tmp_path / "int.mp4"
     env = {**os.environ, "FARM_TEST_FRAME_DELAY": "0.5"}
     proc = subprocess.Popen([sys.executable, "-m", "farm", "encode", str(store), "--video", str(video)],
-                            env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            env=env, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=sigint_as_a_terminal_gives_it)
     deadline = time.monotonic() + 60
     while not partial_path(video).exists() and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -588,7 +596,8 @@ def test_ctrl_c_during_a_segmented_encode_leaves_nothing(store, tmp_path):
     video = tmp_path / "int.mp4"
     env = {**os.environ, "FARM_TEST_FRAME_DELAY": "0.5", "FARM_ENCODE_SEGMENTS": "3"}
     proc = subprocess.Popen([sys.executable, "-m", "farm", "encode", str(store), "--video", str(video)],
-                            env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            env=env, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=sigint_as_a_terminal_gives_it)
     deadline = time.monotonic() + 60
     while not list(tmp_path.iterdir()) and time.monotonic() < deadline:
         time.sleep(0.02)
