@@ -26,6 +26,14 @@
 #define CHUNK 16
 #define INTERIOR_DERIVATIVE 1e-12
 
+/* u <- 2 z u, given 2 z = (tx, ty): the four products, then their difference and sum. */
+inline void derivative_step(double tx, double ty, double *ur, double *ui)
+{
+    double a = tx * *ur, b = ty * *ui, c = tx * *ui, d = ty * *ur;
+    *ur = a - b;
+    *ui = c + d;
+}
+
 /* numpy's _Points.interior at a multiple of CHUNK: rescale u where it grew large (only
  * its smallness matters), then the test. */
 inline bool interior(double *ur, double *ui)
@@ -35,6 +43,20 @@ inline bool interior(double *ur, double *ui)
         *ui *= 1e-150;
     }
     return *ur * *ur + *ui * *ui < INTERIOR_DERIVATIVE;
+}
+
+/* After step n with |z|^2 = mag: 1 escaped (its count, n, written), 2 interior (or
+ * ``dead``: escaped before, dropped at the test as numpy drops it), 0 go on. */
+inline uchar decided(double mag, long n, double r2, double *ur, double *ui, bool dead,
+                     __global long *count)
+{
+    if (mag > r2) {
+        *count = n;
+        return 1;
+    }
+    if (n % CHUNK == 0 && (interior(ur, ui) || dead))
+        return 2;
+    return 0;
 }
 
 __kernel void direct_steps(__global double *f, __global long *count, __global uchar *gone,
@@ -48,24 +70,16 @@ __kernel void direct_steps(__global double *f, __global long *count, __global uc
     uchar out = 0;
     for (long n = n_from + 1; n <= n_to; ++n) {
         double tx = x + x, ty = y + y;
-        double a = tx * ur, b = ty * ui, c = tx * ui, d = ty * ur; /* u <- 2 z u */
-        ur = a - b;
-        ui = c + d;
+        derivative_step(tx, ty, &ur, &ui);
         y = tx * y;
         y = y + ci;
         x = x2 - y2;
         x = x + cr;
         x2 = x * x;
         y2 = y * y;
-        if (x2 + y2 > r2) {
-            count[i] = n;
-            out = 1;
+        out = decided(x2 + y2, n, r2, &ur, &ui, false, count + i);
+        if (out)
             break;
-        }
-        if (n % CHUNK == 0 && interior(&ur, &ui)) {
-            out = 2;
-            break;
-        }
     }
     f[2 * N + i] = ur;
     f[3 * N + i] = ui;
@@ -96,15 +110,9 @@ __kernel void perturbed_steps(__global double *f, __global long *index,
             m = base;
         }
         double zr = zx[m], zi = zy[m];
-        double tr = xr + xr, ti = xi + xi;
-        double a = tr * ur, b = ti * ui, c = tr * ui, d = ti * ur; /* u <- 2 z u */
-        ur = a - b;
-        ui = c + d;
+        derivative_step(xr + xr, xi + xi, &ur, &ui);
         double ar = zr + zr + dr, ai = zi + zi + di; /* d <- (2 Z + d) d + dc */
-        a = ar * dr;
-        b = ai * di;
-        c = ar * di;
-        d = ai * dr;
+        double a = ar * dr, b = ai * di, c = ar * di, d = ai * dr;
         dr = a - b;
         dr = dr + cr;
         di = c + d;
@@ -113,15 +121,9 @@ __kernel void perturbed_steps(__global double *f, __global long *index,
         xr = zx[m] + dr;
         xi = zy[m] + di;
         mag = xr * xr + xi * xi;
-        if (mag * alive > r2) {
-            count[i] = n;
-            out = 1;
+        out = decided(mag * alive, n, r2, &ur, &ui, alive == 0.0, count + i);
+        if (out)
             break;
-        }
-        if (n % CHUNK == 0 && (interior(&ur, &ui) || alive == 0.0)) {
-            out = 2;
-            break;
-        }
     }
     f[2 * N + i] = ur;
     f[3 * N + i] = ui;
