@@ -441,7 +441,7 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
                                               # (without the early references, the context
                                               # is made beside this process's own orbit instead)
                                               meanwhile=build_ahead if early is not None else None,
-                                              prepass_device=_gpu_of(bound))
+                                              prepass_device=_prepass_device(bound))
             session = _Session(plan, store_path, options, timing,
                                _open_sink(sink, spec, store_path, video), job=spec, video=video)
             taken, helpers = helpers, []  # the FramePrep stops them
@@ -455,13 +455,15 @@ def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = 
         clstart.release_unused()
 
 
-def _gpu_of(bound: list) -> Any:
-    """The first GPU among a render's devices, for the escape pre-pass (None: the
-    pre-pass stays on the CPU, where PoCL's kernel was no faster than numpy)."""
+def _prepass_device(bound: list) -> Any:
+    """The device a render's escape pre-pass runs on: its first GPU, else its first
+    device (PoCL's CPU device: 5-10x numpy's speed on two cores for most jobs; a CPU
+    device's compiler is checked on kernels/prepass.cl before it is chosen,
+    farm/compute/kernelcheck.py)."""
     for _info, device in bound:
         if device.type & cl.device_type.GPU:
             return device
-    return None
+    return bound[0][1] if bound else None
 
 
 def _check_paths(store_path: Path, video: str, options: RenderOptions) -> None:

@@ -71,3 +71,36 @@ def test_the_device_runner_plans_the_limits_numpy_plans(cl_device):
         assert runner.used
     finally:
         clstart.release_unused()
+
+
+def test_a_new_stores_limits_come_from_the_renders_device(cl_device, tmp_path, monkeypatch):
+    """`prepare_store` of a `max = "auto"` job hands the pre-pass to the render's device
+    (`_prepass_device`: its first GPU, else its first device) and stores the limits numpy
+    plans."""
+    from farm import run
+    from farm.store.reader import Store
+
+    _, dev = cl_device
+    spec = make_spec(size=(64, 36), center=SEAHORSE, width=("3", "1e-9"), frames=12, max_iter="auto",
+                     tile=(64, 36))
+    base = make_plan(spec)
+    want = [f.max_iter for f in with_period_limits(base, base.references()).frames]
+    runners: list[device_prepass.DeviceRunner] = []
+    real_call = device_prepass.DeviceRunner.__call__
+
+    def spy(self, groups, r2):
+        runners.append(self)
+        return real_call(self, groups, r2)
+
+    monkeypatch.setattr(device_prepass.DeviceRunner, "__call__", spy)
+    clstart.prepare_contexts([dev])
+    try:
+        assert run._prepass_device([(None, dev)]) is dev
+        plan, _, _ = run.prepare_store(spec, tmp_path / "auto.h5", restart=False, progress=False,
+                                       prepass_device=run._prepass_device([(None, dev)]))
+    finally:
+        clstart.release_unused()
+    assert [f.max_iter for f in plan.frames] == want
+    with Store(tmp_path / "auto.h5") as s:
+        assert [f.max_iter for f in s.plan().frames] == want
+    assert len(runners) == 1 and runners[0].used and runners[0].device is dev

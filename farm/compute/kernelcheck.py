@@ -8,9 +8,11 @@ kernel's first launch, not when the program is built. So before a device is chos
 a child process (``python -m farm.compute.kernelcheck P:D``) renders one 16x16 tile of
 each kind of frame a render may have (:data:`CASES`: f64, fp128, quad-single,
 perturbation with double deltas (the lanes kernel on CPUs) with and without the
-distance estimate and samples, and with floatexp deltas), through the renderer itself.
-It prints ``case NAME`` before each and ``ok`` at the end; a crash takes the child,
-not the render, and the last case names the kernel that killed it.
+distance estimate and samples, and with floatexp deltas), through the renderer itself,
+then the escape pre-pass's steps (kernels/prepass.cl, which a render runs on its device:
+farm/compute/prepass.py) on a direct and a perturbed grid. It prints ``case NAME``
+before each and ``ok`` at the end; a crash takes the child, not the render, and the
+last case names the kernel that killed it.
 
 The verdict (None, or why the device cannot be used, one line) is kept in a JSON
 file, ``$FARM_DEVICE_CACHE``, else ``$XDG_CACHE_HOME/zoomfarm/devices.json``, else
@@ -48,7 +50,7 @@ if TYPE_CHECKING:
 TIMEOUT_S = 900.0  # a crashing LLVM took 4 minutes on a loaded 2-core machine
 CRASH_KNOB = "FARM_TEST_KERNEL_CRASH"
 KERNELS = ("mandel.cl", "histogram.cl", "f64.cl", "fp128.cl", "qs.cl", "perturb.cl",
-           "perturb_lanes.cl")
+           "perturb_lanes.cl", "prepass.cl")
 CENTER = ('"-0.743643887037158704752191506114774"', '"0.131825904205311970493132056385139"')
 # name -> (view width, precision, more [image] keys, more [render] keys)
 CASES = {
@@ -237,8 +239,33 @@ def main(argv: list[str]) -> int:
         except (FarmError, cl.Error) as err:
             print("failed: " + " ".join(str(err).split())[:300], flush=True)
             return 1
+    print("case escape pre-pass", flush=True)
+    try:
+        _prepass_case(device)
+    except (FarmError, cl.Error) as err:
+        print("failed: " + " ".join(str(err).split())[:300], flush=True)
+        return 1
     print("ok", flush=True)
     return 0
+
+
+def _prepass_case(device: Any) -> None:
+    """The pre-pass's two kernels on ``device``: a direct grid, and a perturbed one
+    against a short orbit of the view's centre (rebased where it ends)."""
+    import numpy as np
+    import pyopencl as cl
+
+    from farm.compute import prepass as device_prepass
+    from farm.plan import prepass
+
+    c = (-0.75, 0.1)
+    z, orbit = (0.0, 0.0), [(0.0, 0.0)]
+    for _ in range(40):
+        z = (z[0] * z[0] - z[1] * z[1] + c[0], 2 * z[0] * z[1] + c[1])
+        orbit.append(z)
+    grids = [prepass.direct_grid(0, c, (8, 8), 3.0),
+             prepass.perturbed_grid(1, (0.0, 0.0), np.array(orbit), (8, 8), 1e-3)]
+    device_prepass.iterate(cl.CommandQueue(cl.Context([device])), grids, 4.0)
 
 
 if __name__ == "__main__":

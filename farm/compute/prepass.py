@@ -3,8 +3,9 @@
 farm/plan/prepass.py finds each frame's iteration limit by iterating a coarse grid of
 sampled frames in numpy, up to 2^18 steps; it was most of a default job's start-up (the
 1080p minibrot zoom: 1.6 s of the 2.2 s to its first kernel on two CPU cores, 1.8-2.1 s
-of 2.6-2.8 s on an H100 host; BENCHMARKS.md, seventeenth session), and spreading its
-grids over processes cannot bring it under the slowest grid's 0.8 s. :class:`DeviceRunner`
+of 2.6-2.8 s on an H100 host; jobs/demo.toml: 2.1 s of 2.6 s on two cores; BENCHMARKS.md,
+seventeenth session), and spreading its grids over processes cannot bring it under the
+slowest grid's 0.8 s. :class:`DeviceRunner`
 runs the same steps in kernels/prepass.cl, one work-item a point, from one of the
 pre-pass's checks to the next (at most 11 launches a part), and leaves everything else
 to the plan's own code: the points' first step, the checks that stop a frame's grid,
@@ -13,7 +14,10 @@ the counts and the statistic (:func:`farm.plan.prepass.start`,
 operation, so the limits are the ones `farm validate` (numpy) prints, bit for bit
 (tests/test_prepass_device.py, on every OpenCL device found).
 
-It is a :class:`farm.plan.prepass.Runner` of width 1; where the device cannot (no
+It is a :class:`farm.plan.prepass.Runner` of width 1, on the render's first GPU, else
+its first device (farm/run.py ``_prepass_device``): PoCL's CPU device runs it 5-10x
+faster than numpy on two cores for most jobs (its compiler is checked on this kernel
+before the device is chosen: farm/compute/kernelcheck.py). Where the device cannot (no
 context was made for it, a build or a launch fails), it says nothing and the pre-pass
 runs as before (``fallback``: the helper processes' runner, else in this process).
 """
@@ -28,6 +32,8 @@ import pyopencl as cl
 from farm.compute import clstart, programs
 from farm.compute.events import wait_quietly
 from farm.plan import prepass
+
+GROUP = 64  # work-items a work-group
 
 
 class DeviceRunner:
@@ -99,13 +105,16 @@ def _steps(queue: cl.CommandQueue, kernel: cl.Kernel, points, orbit: list[cl.Buf
     steps_buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=steps)
     gone_buf = cl.Buffer(ctx, mf.WRITE_ONLY, gone.nbytes)
     scalars = (np.uint32(count), np.int64(n_from), np.int64(n_to), np.float64(r2))
+    # one work-group size, whatever the points left: PoCL compiles a kernel anew for each
+    # work-group size it is launched with
+    sizes = ((-(-count // GROUP) * GROUP,), (GROUP,))
     if orbit is None:
-        kernel(queue, (count,), None, f_buf, steps_buf, gone_buf, *scalars)
+        kernel(queue, *sizes, f_buf, steps_buf, gone_buf, *scalars)
         index = None
     else:
         index = np.ascontiguousarray(points.i[2:5])  # m, base, last
         index_buf = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=index)
-        kernel(queue, (count,), None, f_buf, index_buf, *orbit, steps_buf, gone_buf, *scalars)
+        kernel(queue, *sizes, f_buf, index_buf, *orbit, steps_buf, gone_buf, *scalars)
         cl.enqueue_copy(queue, index, index_buf)
     cl.enqueue_copy(queue, f, f_buf)
     cl.enqueue_copy(queue, steps, steps_buf)

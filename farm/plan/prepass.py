@@ -45,10 +45,10 @@ whose roundings vary with the CPU), and farm/plan/ imports no OpenCL. Its cost h
 about the largest limit it certifies times ~15-45 us a step: on the 2-core machine,
 loaded, 3.7 s for jobs/demo.toml, 3.3 s for jobs/seahorse.toml, 5.5 s for
 jobs/seahorse_expmap.toml, 1.2 s for jobs/deep.toml, 1.6 s for the 1080p minibrot zoom
-(its slowest grid alone 0.8 s). A render on a GPU runs the same steps in
-kernels/prepass.cl instead (farm/compute/prepass.py: the arithmetic operation for
+(its slowest grid alone 0.8 s). A render runs the same steps on its device instead,
+in kernels/prepass.cl (farm/compute/prepass.py: the arithmetic operation for
 operation, contraction off, so the counts are these bit for bit; 13-39 ms for those
-jobs' grids on an H100, 0.05-0.10 s of a render's start-up), through :func:`start`,
+jobs' grids on an H100, 0.06-0.38 s on PoCL's two cores), through :func:`start`,
 :meth:`Run.check` and :meth:`Run.results`. The frames it raises cost the render far
 more than the pre-pass (the Seahorse frame at width 6.2e-7: kernel 1.1 s at the depth
 rule's 1393, 9.3 s at 21214, 640x360 on PoCL).
