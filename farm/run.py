@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyopencl as cl
-
 from farm import spec as specmod
 from farm.compute import clstart
 from farm.compute.device import DeviceInfo, bind_device, bind_local
@@ -85,8 +83,9 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
     ``check_space`` one that does not fit its free space;
     ``timing`` counts the seconds of the references; ``helpers``, frame preparation's
     processes started before (farm/compute/prep.py), share the escape pre-pass of
-    ``max = "auto"``, or ``prepass_device`` (a GPU of the render, whose context is made
-    beside the start) does it (farm/compute/prepass.py; the same limits); ``early``, the
+    ``max = "auto"``, or ``prepass_device`` (the render's device for it, whose context is
+    made beside the start: :func:`_prepass_device`) does it (farm/compute/prepass.py; the
+    same limits); ``early``, the
     references being computed beside the command's start (farm/early_refs.py), taken for
     a new store when they are this job's.
 
@@ -460,8 +459,8 @@ def _prepass_device(bound: list) -> Any:
     device (PoCL's CPU device: 5-10x numpy's speed on two cores for most jobs; a CPU
     device's compiler is checked on kernels/prepass.cl before it is chosen,
     farm/compute/kernelcheck.py)."""
-    for _info, device in bound:
-        if device.type & cl.device_type.GPU:
+    for info, device in bound:
+        if info.kind == "GPU":
             return device
     return bound[0][1] if bound else None
 

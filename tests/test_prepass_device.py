@@ -34,6 +34,12 @@ def _grids() -> list[prepass.Grid]:
     ]
 
 
+def _auto_plan():
+    """A 12-frame zoom whose `max = "auto"` limits differ frame by frame."""
+    return make_plan(make_spec(size=(64, 36), center=SEAHORSE, width=("3", "1e-9"), frames=12,
+                               max_iter="auto", tile=(64, 36)))
+
+
 def test_device_steps_count_exactly_as_numpy(cl_device):
     """Point for point, the device's escape counts and open tails equal numpy's, for
     direct and perturbed grids iterated together; the cases above all occur."""
@@ -56,8 +62,7 @@ def test_the_device_runner_plans_the_limits_numpy_plans(cl_device):
     render's start) gives the plan numpy gives; where no context was made for the
     device, the runner does the pre-pass on the CPU, the same limits again."""
     _, dev = cl_device
-    base = make_plan(make_spec(size=(64, 36), center=SEAHORSE, width=("3", "1e-9"), frames=12,
-                               max_iter="auto", tile=(64, 36)))
+    base = _auto_plan()
     refs = base.references()
     want = [f.max_iter for f in with_period_limits(base, refs).frames]
     assert len(set(want)) > 3  # limits that differ frame by frame
@@ -80,10 +85,8 @@ def test_a_new_stores_limits_come_from_the_renders_device(cl_device, tmp_path, m
     from farm import run
     from farm.store.reader import Store
 
-    _, dev = cl_device
-    spec = make_spec(size=(64, 36), center=SEAHORSE, width=("3", "1e-9"), frames=12, max_iter="auto",
-                     tile=(64, 36))
-    base = make_plan(spec)
+    info, dev = cl_device
+    base = _auto_plan()
     want = [f.max_iter for f in with_period_limits(base, base.references()).frames]
     runners: list[device_prepass.DeviceRunner] = []
     real_call = device_prepass.DeviceRunner.__call__
@@ -95,9 +98,9 @@ def test_a_new_stores_limits_come_from_the_renders_device(cl_device, tmp_path, m
     monkeypatch.setattr(device_prepass.DeviceRunner, "__call__", spy)
     clstart.prepare_contexts([dev])
     try:
-        assert run._prepass_device([(None, dev)]) is dev
-        plan, _, _ = run.prepare_store(spec, tmp_path / "auto.h5", restart=False, progress=False,
-                                       prepass_device=run._prepass_device([(None, dev)]))
+        assert run._prepass_device([(info, dev)]) is dev
+        plan, _, _ = run.prepare_store(base.spec, tmp_path / "auto.h5", restart=False, progress=False,
+                                       prepass_device=run._prepass_device([(info, dev)]))
     finally:
         clstart.release_unused()
     assert [f.max_iter for f in plan.frames] == want

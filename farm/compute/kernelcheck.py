@@ -225,26 +225,26 @@ def main(argv: list[str]) -> int:
         print(f"failed: device {ref} {name} is not there")
         return 1
     info, device = found[0]
-    for case in CASES:
+
+    def render_case(case: str) -> None:
+        plan = _case_plan(case)
+        renderer = TileRenderer(device, info, plan, references=plan.references())
+        try:
+            renderer.render(plan.frames[0], plan.grid.tile(0))
+        finally:
+            renderer.close()
+
+    checks = [(case, functools.partial(render_case, case)) for case in CASES]
+    checks.append(("escape pre-pass", functools.partial(_prepass_case, device)))
+    for case, check in checks:
         print(f"case {case}", flush=True)
         if _crash_wanted(ref):
             os.abort()
         try:
-            plan = _case_plan(case)
-            renderer = TileRenderer(device, info, plan, references=plan.references())
-            try:
-                renderer.render(plan.frames[0], plan.grid.tile(0))
-            finally:
-                renderer.close()
+            check()
         except (FarmError, cl.Error) as err:
             print("failed: " + " ".join(str(err).split())[:300], flush=True)
             return 1
-    print("case escape pre-pass", flush=True)
-    try:
-        _prepass_case(device)
-    except (FarmError, cl.Error) as err:
-        print("failed: " + " ".join(str(err).split())[:300], flush=True)
-        return 1
     print("ok", flush=True)
     return 0
 
