@@ -301,6 +301,41 @@ def test_an_ffmpeg_without_nvenc_is_not_asked_to_try_it(monkeypatch, capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_the_wheels_ffmpeg_is_found_without_importing_imageio_ffmpeg(tmp_path, monkeypatch):
+    # imageio_ffmpeg.get_ffmpeg_exe() imports the package and runs the binary (0.05 s
+    # on the 2-core machine); the farm looks in the wheel's folder itself, for the same file
+    monkeypatch.delenv("IMAGEIO_FFMPEG_EXE", raising=False)
+    ffmpegmod._wheel_ffmpeg.cache_clear()
+    try:
+        code = ("import sys; from farm.encode import ffmpeg; print(ffmpeg._wheel_ffmpeg()); "
+                "print('imageio_ffmpeg' in sys.modules)")
+        env = {k: v for k, v in checkout_env().items() if k != "IMAGEIO_FFMPEG_EXE"}
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              check=True)
+        found, imported = done.stdout.split()
+        assert Path(found).samefile(imageio_ffmpeg.get_ffmpeg_exe())
+        assert imported == "False"
+        chosen = tmp_path / "my-ffmpeg"  # the user's choice, as imageio-ffmpeg honours it
+        monkeypatch.setenv("IMAGEIO_FFMPEG_EXE", str(chosen))
+        ffmpegmod._wheel_ffmpeg.cache_clear()
+        assert ffmpegmod._wheel_ffmpeg() == str(chosen)
+    finally:
+        ffmpegmod._wheel_ffmpeg.cache_clear()
+
+
+def test_the_encoders_pipe_holds_a_megabyte(tmp_path):
+    # a 1080p frame (6.2 MB) in a few writes, not a hundred 64 kB ones (farm/pipes.py)
+    import fcntl
+
+    enc = ffmpegmod.VideoEncoder(VideoSettings(tmp_path / "v.mp4", 10, codec="libx264"), 64, 48)
+    try:
+        assert fcntl.fcntl(enc.proc.stdin.fileno(), fcntl.F_GETPIPE_SZ) == 1 << 20
+        enc.write(np.zeros((48, 64, 3), np.uint8))
+        assert enc.close().stat().st_size > 0
+    finally:
+        enc.abort()
+
+
 def test_an_encoder_failure_is_one_error_and_no_file(store, tmp_path):
     if ffmpegmod.try_codec("h264_nvenc", 64, 48) is None:
         pytest.skip("NVENC works here")

@@ -23,7 +23,6 @@ import collections
 import concurrent.futures
 import contextlib
 import dataclasses
-import fcntl
 import math
 import os
 import pickle
@@ -38,6 +37,7 @@ from typing import Any
 import numpy as np
 
 import farm.numerics as num
+from farm import pipes
 from farm.compute.perturbation import MapsCache, PerturbedFrame, perturbed_frame
 from farm.numerics.axes import encode_exact, exact_axis, rotated_axes, sample_axis
 from farm.numerics.bla import device_layout
@@ -134,7 +134,7 @@ class _Helper:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         self._proc = subprocess.Popen([sys.executable, "-m", "farm.compute.prep"], env=env,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        _widen_pipe(self._proc.stdout)
+        pipes.widen(self._proc.stdout)  # a skip table in a few reads, not thirty
         self.ready = threading.Event()  # its builder is made: requests are answered at once
         self._lock = threading.Lock()
         self._pending: dict[int, concurrent.futures.Future] = {}
@@ -213,20 +213,6 @@ class _Helper:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
-
-
-REPLY_PIPE_BYTES = 1 << 20  # Linux's default most for an unprivileged process
-
-
-def _widen_pipe(stream) -> None:
-    """Give the replies' pipe room for a whole skip table (1.9 MB for the 1080p minibrot
-    zoom's frames), so that the thread that reads one takes a few reads, not thirty
-    64 kB ones, each of which gives up the interpreter's lock and must take it back
-    (a wait of up to the switch interval while other threads hold it). On the 2-core
-    machine, 208 frames of that zoom came through two helpers in 1.42 s instead of 1.71 s.
-    Where the system refuses, the pipe stays as it is."""
-    with contextlib.suppress(AttributeError, OSError):  # not Linux, or above pipe-max-size
-        fcntl.fcntl(stream.fileno(), fcntl.F_SETPIPE_SZ, REPLY_PIPE_BYTES)
 
 
 class FramePrep:

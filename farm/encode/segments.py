@@ -64,6 +64,7 @@ from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
+from farm import pipes
 from farm.color.methods import Style
 from farm.cores import usable_cores
 from farm.encode import ffmpeg as ff
@@ -171,6 +172,7 @@ class Joiner:
                "-f", "mp4", "-y", str(self.tmp)]
         # its own process group: a Ctrl-C reaches the farm, which stops ffmpeg itself
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=self._errors, process_group=0)
+        pipes.widen(self._proc.stdin)  # the segments' bytes in 1 MB writes
         self._thread = threading.Thread(target=self._feed, name="farm-join", daemon=True)
         self._thread.start()
 
