@@ -158,11 +158,12 @@ def raw_frames(store: Path, shm: Path, frames: range | None = None) -> tuple[Pat
 
 
 def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int, work: Path,
-                 nice: int | str = 0) -> float:
+                 nice: int | str = 0, wide: bool = False) -> float:
     """Seconds for k ffmpeg processes to encode k contiguous parts of the raw frames
     (``nice``: at that niceness, below what runs beside them; "idle": in Linux's
     SCHED_IDLE class, run only when nothing else wants the core; "cpusA-B": on those
-    cores only, the others left to what runs beside them)."""
+    cores only, the others left to what runs beside them; ``wide``: their pipes widened
+    to 1 MB, as the farm's encoders' are since 38d73dc, farm/pipes.py)."""
     from farm.encode.ffmpeg import ffmpeg_binary
 
     size = w * h * 3
@@ -180,6 +181,10 @@ def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int,
                "-c:v", "libx264", "-preset", settings["preset"], "-crf", str(settings["crf"]),
                "-pix_fmt", "yuv420p", "-f", "mp4", "-y", str(work / f"plain{i}.mp4")]
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE)
+        if wide:
+            from farm import pipes
+
+            pipes.widen(proc.stdin)
         procs.append((proc, cuts[i] * size, n * size))
     import threading
 

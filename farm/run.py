@@ -111,8 +111,7 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
     plan = make_plan(spec)
     codec = Codec(spec.output.compression, spec.output.compression_level)
     _check_space(path, plan, codec, restart, check_space)  # the largest file: always
-    if path.exists():
-        path.unlink()
+    replaced = layout.set_aside(path)  # removed beside the start, not on its way
     layout.remove_stale(path)  # a creation killed while it waited for its references
     new = None
     try:
@@ -138,7 +137,7 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
             # max = "auto": a few periods of a nucleus reference, the frames' escape statistics
             limited = with_period_limits(plan, refs, runner)
             if limited is not plan:  # a longer histogram: the store grows
-                _check_space(path, limited, codec, restart, check_space)
+                _check_space(path, limited, codec, restart, check_space, replaced)
             plan = limited
             with _creating(path, plan, codec):
                 new = layout.begin(path, plan, codec)
@@ -168,12 +167,25 @@ def _creating(path: Path, plan: Plan, codec: Codec) -> Iterator[None]:
                          "created; nothing was rendered") from None
 
 
-def _check_space(path: Path, plan: Plan, codec: Codec, restart: bool, free_space: bool) -> None:
+def _check_space(path: Path, plan: Plan, codec: Codec, restart: bool, free_space: bool,
+                 replaced: layout.Replaced | None = None) -> None:
     """The store's length against its file system's largest file (a compressed store is
     as long as an uncompressed one: its slots are sparse), and (``free_space``) what it
-    takes on disk against the free space."""
-    space.check(path, layout.store_bytes(plan, codec), "output.store", replacing=restart,
-                free_space=free_space, apparent=layout.store_bytes(plan, codec, apparent=True))
+    takes on disk against the free space. With the store it replaces still being
+    removed (``replaced``), its blocks count as free; should the store then not fit
+    (its blocks may be half freed), the check waits for the removal and looks again."""
+    def check() -> None:
+        space.check(path, layout.store_bytes(plan, codec), "output.store", replacing=restart,
+                    free_space=free_space, apparent=layout.store_bytes(plan, codec, apparent=True),
+                    freeing=replaced.path if replaced is not None else None)
+
+    try:
+        check()
+    except StoreError:
+        if replaced is None:
+            raise
+        replaced.wait()
+        check()
 
 
 def compute_reference(plan: Plan, progress: bool = True,

@@ -145,3 +145,75 @@ def test_validate_names_a_foreign_file_at_the_store_path(tmp_path):
     out = run_farm("validate", str(_small_job(tmp_path, path)))
     assert out.returncode == EXIT_USAGE and "not a zoomfarm store" in out.stderr
 
+
+
+def test_a_replaced_store_is_removed_beside_the_start(tmp_path, monkeypatch):
+    """--restart sets the old store aside (``.NAME.PID.replaced``) and removes it on a
+    thread while the new one is made (freeing a large file's blocks took 0.7-0.9 s on a
+    GPU host's disk, on the way to the first kernel); what a killed restart left aside
+    is removed by the next creation of that store, nothing else is."""
+    import os
+    import threading
+
+    from conftest import make_spec
+
+    from farm import run
+    from farm.store import layout
+
+    spec = make_spec(size=(16, 8), tile=(16, 8), frames=2, max_iter=100)
+    path = tmp_path / "s.h5"
+    run.prepare_store(spec, path, restart=False, progress=False)
+    old = path.stat().st_ino
+    aside = tmp_path / f".s.h5.{os.getpid()}.replaced"
+    killed = tmp_path / ".s.h5.999999.replaced"  # a restart killed before its removal ended
+    others = [tmp_path / ".s.h5.x.replaced", tmp_path / ".t.h5.999999.replaced"]
+    for left in (killed, *others):
+        left.write_bytes(b"left")
+    gate, seen = threading.Event(), []
+    remove = layout.Replaced._remove
+    monkeypatch.setattr(layout.Replaced, "_remove", lambda self: (gate.wait(timeout=30), remove(self)))
+    real = run.compute_reference
+
+    def references(plan, progress=True, early=None):
+        seen.append(aside.exists() and aside.stat().st_ino == old)  # set aside, not yet removed
+        return real(plan, progress, early)
+
+    monkeypatch.setattr(run, "compute_reference", references)
+    other = make_spec(size=(24, 8), tile=(24, 8), frames=2, max_iter=100)
+    run.prepare_store(other, path, restart=True, progress=False)
+    assert seen == [True] and path.stat().st_ino != old
+    gate.set()
+    layout._wait_for_removals()
+    assert not aside.exists() and not killed.exists() and all(p.exists() for p in others)
+
+
+def test_a_replaced_stores_blocks_count_as_free_space_until_it_is_gone(tmp_path, monkeypatch):
+    import threading
+
+    from conftest import make_spec
+
+    from farm import run
+    from farm.errors import StoreError
+    from farm.store import layout, space
+
+    spec = make_spec(size=(64, 32), tile=(64, 32), frames=4, max_iter=100)
+    plan, codec = run.make_plan(spec), run.Codec()
+    needed = layout.store_bytes(plan, codec)
+    path = tmp_path / "s.h5"
+    path.write_bytes(np.random.default_rng(0).bytes(needed + 8192))  # the store to replace
+    gate = threading.Event()
+    remove = layout.Replaced._remove
+    monkeypatch.setattr(layout.Replaced, "_remove", lambda self: (gate.wait(timeout=30), remove(self)))
+    replaced = layout.set_aside(path)
+    assert replaced is not None and not path.exists()
+    # no free space but the replaced store's blocks: it fits while they are being freed
+    monkeypatch.setattr(space, "free", lambda p: 0)
+    run._check_space(path, plan, codec, True, True, replaced)
+    with pytest.raises(StoreError, match="needs"):
+        run._check_space(path, plan, codec, True, True, None)
+    # it does not fit even so (the blocks half freed): the check waits for the removal
+    monkeypatch.setattr(space, "free", lambda p: 0 if replaced.path.exists() else needed)
+    monkeypatch.setattr(space, "allocated", lambda p: 0)
+    threading.Timer(0.2, gate.set).start()
+    run._check_space(path, plan, codec, True, True, replaced)
+    assert not replaced.path.exists()

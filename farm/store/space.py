@@ -107,12 +107,13 @@ def free(path: Path) -> int:
 
 
 def check(path: Path, needed: int, field: str, replacing: bool = False,
-          free_space: bool = True, apparent: int | None = None) -> None:
+          free_space: bool = True, apparent: int | None = None, freeing: Path | None = None) -> None:
     """Raise StoreError unless a store of ``needed`` bytes on disk fits: its length
     (``apparent``, default ``needed``: a compressed store's sparse slots make it longer
     than what it takes) below the file system's largest file, and (``free_space``)
     ``needed`` within its free space plus what the store at ``path`` already occupies
-    (it is resumed in place, or replaced when ``replacing``)."""
+    (it is resumed in place, or replaced when ``replacing``) plus what ``freeing`` (the
+    replaced store, set aside and being removed) still occupies."""
     cap = largest_file(path)
     length = needed if apparent is None else apparent
     if cap is not None and length > cap[1]:
@@ -122,7 +123,7 @@ def check(path: Path, needed: int, field: str, replacing: bool = False,
             "system (xfs, btrfs), or render fewer frames or pixels")
     if not free_space:
         return
-    have = free(path) + allocated(path)
+    have = free(path) + allocated(path) + (allocated(freeing) if freeing is not None else 0)
     if needed > have:
         what = "replacing" if replacing else "with"
         raise StoreError(
