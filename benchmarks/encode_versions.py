@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""`farm encode` of two versions against plain ffmpeg, alternated on the same frames.
+
+    python3 benchmarks/encode_versions.py STORE --baseline DIR [--rounds 3] [--k 16]
+
+Each round: K plain ffmpeg processes on the store's frames as raw RGB in /dev/shm
+(benchmarks/datapath.py's baseline), with their pipes as Linux gives them and widened
+to 1 MB (farm/pipes.py); then `farm encode STORE` of the baseline (``DIR``: a checkout's
+``farm`` and ``kernels`` folders, e.g. from ``git archive REV farm kernels``) and of this
+checkout, in alternating order, each through benchmarks/own_cpu.py (its own CPU and
+ffmpeg's), with the busy and idle core-seconds of each (benchmarks/busy.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))
+
+from busy import Busy  # noqa: E402
+from datapath import plain_ffmpeg, raw_frames  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("store", type=Path)
+    ap.add_argument("--baseline", type=Path, required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--k", type=int, default=16, help="plain ffmpeg processes")
+    args = ap.parse_args()
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    versions = {"baseline": os.pathsep.join([*rest, str(args.baseline.resolve())]),
+                "this": os.pathsep.join([*rest, str(ROOT)])}
+    raw, frames, w, h, settings = raw_frames(args.store, Path("/dev/shm"))
+    work = Path("/tmp/farm-encode-versions")
+    work.mkdir(exist_ok=True)
+
+    def cores(b: Busy) -> str:
+        return b.report().splitlines()[-1].strip()
+
+    try:
+        for r in range(args.rounds):
+            for wide in (False, True):
+                with Busy() as b:
+                    t = plain_ffmpeg(raw, frames, w, h, settings, args.k, work, wide=wide)
+                print(f"round {r + 1}, plain ffmpeg K={args.k}{', pipes widened' if wide else ''}: "
+                      f"{t:.2f} s; {cores(b)}", flush=True)
+            for name in (list(versions) if r % 2 == 0 else list(reversed(versions))):
+                video = work / f"{name}.mp4"
+                video.unlink(missing_ok=True)
+                with Busy() as b:
+                    t0 = time.perf_counter()
+                    done = subprocess.run([sys.executable, str(ROOT / "benchmarks/own_cpu.py"), "encode",
+                                           str(args.store), "--video", str(video)], capture_output=True,
+                                          text=True, env=dict(os.environ, PYTHONPATH=versions[name]))
+                    t = time.perf_counter() - t0
+                cpu = re.search(r"own CPU ([\d.]+) s, its children's \(ffmpeg\) ([\d.]+)", done.stderr)
+                if cpu is None:
+                    raise SystemExit(f"farm encode ({name}) failed:\n{done.stderr[-2000:]}")
+                print(f"round {r + 1}, farm encode ({name}): {t:.2f} s, own CPU {cpu.group(1)} s, ffmpeg's "
+                      f"{cpu.group(2)} s; {cores(b)}", flush=True)
+    finally:
+        raw.unlink()
+
+
+if __name__ == "__main__":
+    main()
