@@ -7,7 +7,8 @@ call and a switch, and a Python thread its interpreter lock. :func:`widen` raise
 pipe's size to what an unprivileged process may set by default (1 MB:
 ``/proc/sys/fs/pipe-max-size``). Measured on the 2-core machine: 208 skip tables of the
 1080p minibrot zoom (1.9 MB each) came through two helpers in 1.42 s instead of 1.71 s;
-120 640x360 frames piped to x264 took 1.20-1.21 s instead of 1.24-1.41 s."""
+120 640x360 frames piped to x264 took 1.20-1.21 s instead of 1.24-1.41 s (a whole
+`farm encode` showed no change beyond its spread: BENCHMARKS.md, eighteenth session)."""
 
 from __future__ import annotations
 

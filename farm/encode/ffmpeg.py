@@ -189,7 +189,7 @@ class VideoEncoder:
         # its own process group: a Ctrl-C reaches the farm, which stops ffmpeg itself
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
                                      process_group=0)
-        pipes.widen(self.proc.stdin)  # a frame in a few writes, not one a 64 kB
+        pipes.widen(self.proc.stdin)  # a frame in a few writes, not one every 64 kB
         self._errors: list[bytes] = []
         self._drain = threading.Thread(target=self._read_errors, daemon=True)
         self._drain.start()  # ffmpeg blocks if nobody reads its stderr
