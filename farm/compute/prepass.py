@@ -8,11 +8,12 @@ seventeenth session), and spreading its grids over processes cannot bring it und
 slowest grid's 0.8 s. :class:`DeviceRunner`
 runs the same steps in kernels/prepass.cl, one work-item a point, from one of the
 pre-pass's checks to the next (at most 11 launches a part), and leaves everything else
-to the plan's own code: the points' first step, the checks that stop a frame's grid,
-the counts and the statistic (:func:`farm.plan.prepass.start`,
-:meth:`farm.plan.prepass.Run.check`). The kernel's arithmetic is numpy's operation for
-operation, so the limits are the ones `farm validate` (numpy) prints, bit for bit
-(tests/test_prepass_device.py, on every OpenCL device found).
+to the plan's own code: the points' first step, the loop from check to check and the
+checks that stop a frame's grid, the counts and the statistic
+(:func:`farm.plan.prepass.start`, :meth:`farm.plan.prepass.Run.loop`). The kernel's
+arithmetic is numpy's operation for operation, so the limits are the ones `farm
+validate` (numpy) prints, bit for bit (tests/test_prepass_device.py, on every OpenCL
+device found).
 
 It is a :class:`farm.plan.prepass.Runner` of width 1, on the render's first GPU, else
 its first device (farm/run.py ``_prepass_device``): PoCL's CPU device runs it 5-10x
@@ -80,14 +81,8 @@ def iterate(queue: cl.CommandQueue, grids: Sequence[prepass.Grid], r2: float) ->
         if joined is not None:
             orbits[id(p)] = [cl.Buffer(queue.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                        hostbuf=np.ascontiguousarray(z)) for z in joined]
-    n, check = 1, prepass.FIRST_CHECK
-    while any(p.f.shape[1] for p, _ in run.parts):
-        for p, _ in run.parts:
-            if p.f.shape[1]:
-                _steps(queue, kernels[p.kind], p, orbits.get(id(p)), run, n, check, r2)
-        n = check  # every check of the plan's loop is at a power of two, the last at CAP
-        run.check(n)
-        check *= 2
+    run.loop(lambda p, n_from, n_to: _steps(queue, kernels[p.kind], p, orbits.get(id(p)), run,
+                                            n_from, n_to, r2))
     return run.results()
 
 

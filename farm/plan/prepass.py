@@ -49,7 +49,7 @@ jobs/seahorse_expmap.toml, 1.2 s for jobs/deep.toml, 1.6 s for the 1080p minibro
 in kernels/prepass.cl (farm/compute/prepass.py: the arithmetic operation for
 operation, contraction off, so the counts are these bit for bit; 13-39 ms for those
 jobs' grids on an H100, 0.06-0.38 s on PoCL's two cores), through :func:`start`,
-:meth:`Run.check` and :meth:`Run.results`. The frames it raises cost the render far
+:meth:`Run.loop` and :meth:`Run.results`. The frames it raises cost the render far
 more than the pre-pass (the Seahorse frame at width 6.2e-7: kernel 1.1 s at the depth
 rule's 1393, 9.3 s at 21214, 640x360 on PoCL).
 
@@ -370,7 +370,7 @@ def iterate(grids: Sequence[Grid], r2: float) -> list[tuple[np.ndarray, int]]:
 def start(grids: Sequence[Grid], r2: float) -> Run:
     """The grids' points after their first step (z(1) = c, escapes counted): what
     :meth:`Run.loop` continues, here or on a device (farm/compute/prepass.py, which
-    does the steps between two checks and leaves the checks to :meth:`Run.check`)."""
+    gives the loop its steps between two checks)."""
     direct = [k for k, g in enumerate(grids) if len(g.orbit) == 2 and not g.orbit.any()]
     rest = [k for k in range(len(grids)) if k not in set(direct)]
     parts: list[tuple[_Points, np.ndarray]] = []  # (points, their grids' numbers in grids)
@@ -417,20 +417,31 @@ class Run:
         return [(self.count[(self.owner == k) & (self.count > 0)], CAP if self.open_tail[k] else 0)
                 for k in range(self.grids)]
 
-    def loop(self) -> None:
-        """The steps from z(2) on, until every grid has stopped or lost its points."""
+    def loop(self, advance: Callable[[_Points, int, int], None] | None = None) -> None:
+        """The steps from z(2) on, until every grid has stopped or lost its points: each
+        part's steps from one check to the next (``advance(points, n_from, n_to)``:
+        steps ``n_from + 1 .. n_to``, escapes counted, stopped points dropped; default
+        :meth:`steps`, in numpy; farm/compute/prepass.py's on a device), then the check."""
+        advance = advance or self.steps
         n, check = 1, FIRST_CHECK
         while any(p.f.shape[1] for p, _ in self.parts):
-            n += 1
+            to = min(check, CAP)
             for p, _ in self.parts:
                 if p.f.shape[1]:
-                    self.escapes(p, p.step(), n)
+                    advance(p, n, to)
+            n = to
+            self.check(n)
+            check *= 2
+
+    def steps(self, points: _Points, n_from: int, n_to: int) -> None:
+        """Steps ``n_from + 1 .. n_to`` of ``points`` in numpy: escapes counted at each
+        step, interior points dropped at each multiple of CHUNK."""
+        for n in range(n_from + 1, n_to + 1):
+            if not points.f.shape[1]:
+                return
+            self.escapes(points, points.step(), n)
             if n % CHUNK == 0:
-                for p, _ in self.parts:
-                    p.keep(~p.interior())
-            if n == check or n >= CAP:
-                self.check(n)
-                check *= 2
+                points.keep(~points.interior())
 
     def check(self, n: int) -> None:
         """Stop the grids whose escapes have settled (the module's stop rule)."""
