@@ -26,12 +26,13 @@
 #define CHUNK 16
 #define INTERIOR_DERIVATIVE 1e-12
 
-/* u <- 2 z u, given 2 z = (tx, ty): the four products, then their difference and sum. */
-inline void derivative_step(double tx, double ty, double *ur, double *ui)
+/* (re, im) <- (tx + i ty)(re + i im): the four products, then their difference and sum
+ * (numpy's order; the derivative's u <- 2 z u and the delta's d <- (2 Z + d) d). */
+inline void times(double tx, double ty, double *re, double *im)
 {
-    double a = tx * *ur, b = ty * *ui, c = tx * *ui, d = ty * *ur;
-    *ur = a - b;
-    *ui = c + d;
+    double a = tx * *re, b = ty * *im, c = tx * *im, d = ty * *re;
+    *re = a - b;
+    *im = c + d;
 }
 
 /* numpy's _Points.interior at a multiple of CHUNK: rescale u where it grew large (only
@@ -70,7 +71,7 @@ __kernel void direct_steps(__global double *f, __global long *count, __global uc
     uchar out = 0;
     for (long n = n_from + 1; n <= n_to; ++n) {
         double tx = x + x, ty = y + y;
-        derivative_step(tx, ty, &ur, &ui);
+        times(tx, ty, &ur, &ui); /* u <- 2 z u */
         y = tx * y;
         y = y + ci;
         x = x2 - y2;
@@ -110,12 +111,9 @@ __kernel void perturbed_steps(__global double *f, __global long *index,
             m = base;
         }
         double zr = zx[m], zi = zy[m];
-        derivative_step(xr + xr, xi + xi, &ur, &ui);
-        double ar = zr + zr + dr, ai = zi + zi + di; /* d <- (2 Z + d) d + dc */
-        double a = ar * dr, b = ai * di, c = ar * di, d = ai * dr;
-        dr = a - b;
+        times(xr + xr, xi + xi, &ur, &ui); /* u <- 2 z u */
+        times(zr + zr + dr, zi + zi + di, &dr, &di); /* d <- (2 Z + d) d + dc */
         dr = dr + cr;
-        di = c + d;
         di = di + ci;
         m += 1;
         xr = zx[m] + dr;
