@@ -67,7 +67,13 @@ store = "{store}"
 
 
 class NullOutput:
+    """An ordered output that drops the frames, taken as a video's encoder takes them
+    (the video's planes where the colourer makes them, farm/color/yuv.py)."""
+
     ordered = True
+
+    def take_i420(self) -> None:
+        pass
 
     def prepare(self) -> None:
         pass

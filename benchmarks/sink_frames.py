@@ -47,7 +47,13 @@ class Encoded(Dropped):
     """An ordered output that pipes the frames to x264 (the video is thrown away)."""
 
     def __init__(self, settings: VideoSettings, width: int, height: int):
-        self.encoder = VideoEncoder(settings, width, height)
+        self.settings, self.size, self.i420 = settings, (width, height), False
+
+    def take_i420(self) -> None:
+        self.i420 = True
+
+    def prepare(self) -> None:
+        self.encoder = VideoEncoder(self.settings, *self.size, i420=self.i420)
 
     def write(self, f: int, rgb: object) -> None:
         self.encoder.write(rgb)  # type: ignore[arg-type]

@@ -168,3 +168,37 @@ __kernel void colour(__global const uint *iters, __global const float *frac,
     rgb[o + 1] = (uchar)c.y;
     rgb[o + 2] = (uchar)c.z;
 }
+
+/* to_i420: the colours as the video's planes, as farm/color/yuv.py's from_rgb: BT.601 at
+ * limited range; a chroma sample from its two columns' mean and a filter over rows
+ * 2k-2 .. 2k+3 (taps -13, 32, 109, 109, 32, -13 in 256ths; rows past the top or bottom
+ * edge repeat the edge row); rounded half up.
+ * One work-item per 2x2 block, global size (EW/2, EH/2); EW, EH: the even width and
+ * height (an odd frame's last column or row is left out). rgb as colour() wrote it
+ * (W pixels a row); out: Y [EH*EW], then Cb and Cr [EH/2 * EW/2] each. */
+__kernel void to_i420(__global const uchar *rgb, uint W, uint EW, uint EH, __global uchar *out)
+{
+    uint bx = get_global_id(0), by = get_global_id(1);
+    if (2 * bx >= EW || 2 * by >= EH)
+        return;
+    const float3 ky = (float3)(65.481f, 128.553f, 24.966f) / 255.0f;
+    const float3 ku = (float3)(-37.797f, -74.203f, 112.0f) / 255.0f;
+    const float3 kv = (float3)(112.0f, -93.786f, -18.214f) / 255.0f;
+    const float taps[6] = {-13.0f, 32.0f, 109.0f, 109.0f, 32.0f, -13.0f};
+    float3 sum = (float3)(0.0f);
+    for (int r = 0; r < 6; ++r) {
+        int y = clamp((int)(2 * by) - 2 + r, 0, (int)EH - 1);
+        uint i = ((uint)y * W + 2 * bx) * 3;
+        float3 left = (float3)(rgb[i], rgb[i + 1], rgb[i + 2]);
+        float3 right = (float3)(rgb[i + 3], rgb[i + 4], rgb[i + 5]);
+        if (r == 2 || r == 3) {  /* the block's own rows */
+            out[y * EW + 2 * bx] = (uchar)(dot(left, ky) + 16.5f);
+            out[y * EW + 2 * bx + 1] = (uchar)(dot(right, ky) + 16.5f);
+        }
+        sum += taps[r] * (left + right);
+    }
+    sum *= 1.0f / 512.0f;
+    uint q = (EW / 2) * (EH / 2), j = by * (EW / 2) + bx;
+    out[EH * EW + j] = (uchar)(dot(sum, ku) + 128.5f);
+    out[EH * EW + q + j] = (uchar)(dot(sum, kv) + 128.5f);
+}

@@ -174,3 +174,23 @@ def test_encode_begins_its_gpu_colourer_as_it_starts(monkeypatch):
     style = Style(method="histogram", lut=lut("classic"), cycles=1.0)
     got, want = made(raw, stats, style).astype(int), colour(raw, stats, style).astype(int)
     assert got.shape == want.shape and np.abs(got - want).max() <= 1  # the kernel's promise
+
+
+@pytest.mark.parametrize("which", ["one", "noise"])
+@pytest.mark.parametrize("method", ["shade", "histogram"])
+def test_kernel_gives_the_videos_planes(cl_device, colourers, frames, method, which):
+    """With ``i420`` the device converts its colours to the video's planes
+    (kernels/color.cl to_i420): exactly farm.color.yuv.from_rgb of the RGB it gives,
+    odd sizes cropped to even as the video is."""
+    from farm.color import yuv
+
+    raw = frames[which]
+    raw = RawFrame(raw.index, raw.iterations, raw.fraction, raw.histogram)
+    assert raw.shape[0] % 2 == 1 and raw.shape[1] % 2 == 1  # (odd both ways: the crop is tested)
+    stats = Statistics(1, 0).stats(0, lambda g: raw.histogram)
+    style = Style(method=method, lut=lut("classic"), cycles=2.5)
+    colourer = colourers(cl_device)
+    got = colourer(raw, stats, style, i420=True)
+    want = yuv.from_rgb(colourer(raw, stats, style))
+    assert (got.width, got.height) == (want.width, want.height)
+    assert (got.data == want.data).all()

@@ -210,32 +210,46 @@ def test_frames_range_and_parallel_pngs(store, tmp_path):
 
 def test_a_videos_frames_are_coloured_whole_on_their_threads(store, tmp_path, monkeypatch):
     """A video's sink colours each frame on its own frame thread (the band pool's extra
-    split cost x264 CPU on small machines); PNG outputs still split a frame over the
-    cores. The pictures do not depend on it."""
+    split cost x264 CPU on small machines), as the video's planes; PNG outputs still
+    split a frame over the cores. The video is those planes encoded by plain ffmpeg,
+    and they are ffmpeg's own conversion of the PNGs' colours to within a level or
+    two (farm/color/yuv.py)."""
     from farm.color import render as rendermod
+    from farm.color.yuv import I420
 
     monkeypatch.setenv("FARM_COLOR_ENGINE", "numpy")
     calls: list[bool] = []
+    made: dict[int, I420] = {}
     colour = rendermod.colour
 
-    def spy(raw, stats, style, pool=None, band_rows=None):
+    def spy(raw, stats, style, pool=None, band_rows=None, i420=False):
         calls.append(pool is not None)
-        return colour(raw, stats, style, pool, band_rows)
+        out = colour(raw, stats, style, pool, band_rows, i420)
+        if i420:
+            made[raw.index] = out
+        return out
 
     monkeypatch.setattr(rendermod, "colour", spy)
     spec = stored_spec(store)
     video = encode_video(store, spec.color, VideoSettings(tmp_path / "v.mp4", 10), progress=False)
-    assert calls == [False] * FRAMES
+    assert calls == [False] * FRAMES and sorted(made) == list(range(FRAMES))
+    assert all(isinstance(m, I420) for m in made.values())
     calls.clear()
     write_frames(store, tmp_path / "png", spec.color, progress=False)
     assert calls == [True] * FRAMES
-    pngs = [np.asarray(Image.open(tmp_path / "png" / f"frame_{f:05d}.png")) for f in range(FRAMES)]
-    with open(tmp_path / "raw.rgb", "wb") as fh:  # the PNGs encoded by plain ffmpeg as the sink does
-        for rgb in pngs:
-            fh.write(rgb.tobytes())
+    ff = ffmpegmod.ffmpeg_binary()
+    for f in range(FRAMES):  # ffmpeg's conversion of the PNG, against the farm's planes
+        rgb = np.asarray(Image.open(tmp_path / "png" / f"frame_{f:05d}.png"))
+        theirs = np.frombuffer(subprocess.run(
+            [ff, "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{W}x{H}", "-i", "-",
+             "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"], input=rgb.tobytes(), capture_output=True,
+            check=True).stdout, np.uint8).astype(int)
+        diff = np.abs(made[f].data.astype(int) - theirs)
+        assert diff[:W * H].max() <= 1 and diff[W * H:].max() <= 4 and diff[W * H:].mean() < 0.5
+    (tmp_path / "planes.yuv").write_bytes(b"".join(made[f].data.tobytes() for f in range(FRAMES)))
     plain = tmp_path / "plain.mp4"
-    subprocess.run([ffmpegmod.ffmpeg_binary(), "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24",
-                    "-s", f"{W}x{H}", "-framerate", "10", "-i", str(tmp_path / "raw.rgb"),
+    subprocess.run([ff, "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "yuv420p",
+                    "-s", f"{W}x{H}", "-framerate", "10", "-i", str(tmp_path / "planes.yuv"),
                     *ffmpegmod.codec_args("libx264", spec.output.crf, spec.output.preset),
                     "-pix_fmt", "yuv420p", "-y", str(plain)], check=True)
     assert decoded(video) == decoded(plain)

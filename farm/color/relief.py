@@ -38,6 +38,7 @@ import numpy as np
 from farm.color.distance import LN2
 from farm.color.palettes import LUT_SIZE
 from farm.color.stats import FrameStats
+from farm.color.yuv import Y_GAIN, add_chroma, palette_planes
 from farm.raw import RawFrame
 
 F32 = np.float32
@@ -176,14 +177,14 @@ def near_interior(mu: np.ndarray, flat: np.ndarray, light: tuple[float, float, f
     return out
 
 
-def shade_estimated(raw: RawFrame, stats: FrameStats, planes: np.ndarray, interior: int,
-                    cycles: float, light: tuple[float, float, float], relief: float,
-                    gloss: float) -> np.ndarray:
-    """uint8 (H, W, 3): the ``shade`` colours of a one-sample frame without a stored
-    distance. ``planes``: float32 (3, LUT_SIZE + 1), the palette's red, green and blue,
-    then the interior colour at entry ``interior``."""
+def _shade_terms(raw: RawFrame, stats: FrameStats, interior: int, cycles: float,
+                 light: tuple[float, float, float], relief: float, gloss: float,
+                 scale: float = 255.0, offset: float = 0.5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(idx, a, t)`` of the blend ``c a + t`` (module docstring): each pixel's palette
+    entry (intp, ``interior`` for interior pixels), float32 ``a`` and float32
+    ``t = scale gloss max(L - 1, 0) + offset`` (the gloss's grey, scaled to the output's
+    units, plus what the output adds: 0.5 to round RGB bytes)."""
     n = raw.iterations
-    h, w = n.shape
     mu = escape_times(raw)
     inside = n == 0
     has_inside = bool(inside.any())
@@ -198,13 +199,24 @@ def shade_estimated(raw: RawFrame, stats: FrameStats, planes: np.ndarray, interi
         flat = np.flatnonzero(near)
         lam.ravel()[flat] = near_interior(mu, flat, light, relief)
         np.copyto(lam, F32(1.0), where=inside)  # flat ground: a = 1, G = 0, the interior colour
-    # a = min(L, 1 + gloss - gloss L); G = 255 gloss max(L - 1, 0) + 0.5 (rounding)
+    # a = min(L, 1 + gloss - gloss L); t = scale gloss max(L - 1, 0) + offset
     t = np.multiply(lam, F32(gloss))
     a = np.subtract(F32(1.0 + gloss), t)
     np.minimum(a, lam, out=a)
-    t *= F32(255.0)
-    t += F32(0.5 - 255.0 * gloss)
-    np.maximum(t, const(0.5, t.shape), out=t)
+    t *= F32(scale)
+    t += F32(offset - scale * gloss)
+    np.maximum(t, const(offset, t.shape), out=t)
+    return idx, a, t
+
+
+def shade_estimated(raw: RawFrame, stats: FrameStats, planes: np.ndarray, interior: int,
+                    cycles: float, light: tuple[float, float, float], relief: float,
+                    gloss: float) -> np.ndarray:
+    """uint8 (H, W, 3): the ``shade`` colours of a one-sample frame without a stored
+    distance. ``planes``: float32 (3, LUT_SIZE + 1), the palette's red, green and blue,
+    then the interior colour at entry ``interior``."""
+    h, w = raw.shape
+    idx, a, t = _shade_terms(raw, stats, interior, cycles, light, relief, gloss)
     out = np.empty((h, w, 3), np.uint8)
     channel = np.empty((h, w), F32)
     for c in range(3):  # planes: long loops (an (H, W, 3) float array has inner loops of 3)
@@ -214,5 +226,39 @@ def shade_estimated(raw: RawFrame, stats: FrameStats, planes: np.ndarray, interi
     return out
 
 
+def shade_i420(raw: RawFrame, stats: FrameStats, planes: np.ndarray, interior: int,
+               cycles: float, light: tuple[float, float, float], relief: float, gloss: float,
+               luma: slice, chroma: slice, edges: tuple[int, int],
+               out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    """The same colours as :func:`shade_estimated`, as the video's planes
+    (farm/color/yuv.py), into ``out`` = (Y, Cb, Cr) of a band of an even number of rows
+    starting at an even row of the frame (uint8 (R, W'), (R/2, W'/2) twice; W' the
+    even width). ``raw``: the band with the rows around it that its colours need;
+    ``luma``: the band's rows in ``raw``; ``chroma``: the rows its chroma filter reads
+    (:data:`farm.color.yuv.REACH` more on each side, less ``edges`` = (top, bottom)
+    rows missing at the frame's edges).
+
+    Y, Cb and Cr are linear in the colour, so the blend ``c a + t`` becomes
+    ``Y(c) a + t'`` with the palette converted once (a grey adds to Y alone): one
+    palette look-up for Y where RGB takes three, no interleaved bytes. Made from the
+    colours before they are rounded to bytes: within a level of converting
+    :func:`shade_estimated`'s bytes."""
+    y, cb, cr = out
+    w = y.shape[1]
+    yuv = palette_planes(planes)
+    idx, a, t = _shade_terms(raw, stats, interior, cycles, light, relief, gloss,
+                             scale=255.0 * Y_GAIN, offset=16.5)
+    channel = np.empty(idx[chroma, :w].shape, F32)
+    part = channel[luma.start - chroma.start:luma.stop - chroma.start]
+    np.take(yuv[0], idx[luma, :w], out=part, mode="clip")
+    part *= a[luma, :w]
+    np.add(part, t[luma, :w], out=y, casting="unsafe")
+    idx, a = idx[chroma, :w], a[chroma, :w]
+    for plane, target in ((yuv[1], cb), (yuv[2], cr)):
+        np.take(plane, idx, out=channel, mode="clip")
+        channel *= a
+        add_chroma(channel, target, *edges)
+
+
 __all__ = ["double_gradient", "escape_times", "lambert", "near_interior", "palette_entries", "positions",
-           "shade_estimated"]
+           "shade_estimated", "shade_i420"]

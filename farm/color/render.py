@@ -10,6 +10,11 @@ temporaries in the cache, which makes one thread faster too.
 Anti-aliased frames ((H, W, S) arrays) are coloured sample by sample and averaged in
 linear light (sRGB decoded, averaged, encoded again), so a filament covering half a
 pixel gives the colour of half the light, not a darker one.
+
+For a video, :func:`colour` can give the encoder's own planes (``i420``,
+farm/color/yuv.py) instead of RGB bytes: made from the colours directly where the
+method allows it (:func:`gives_i420`: ``shade`` of one-sample frames without a stored
+distance, the default), converted from the RGB bytes otherwise.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 
 import numpy as np
 
-from farm.color.methods import METHODS, Style
+from farm.color import yuv
+from farm.color.methods import INTERIOR, METHODS, SHADE_GLOSS, Style
+from farm.color.relief import shade_i420
 from farm.color.stats import FrameStats
 from farm.cores import usable_cores
 from farm.raw import RawFrame
@@ -109,12 +116,25 @@ def band_rows_for(height: int, width: int, threads: int) -> int:
     return max(1, min(rows, share))
 
 
+def gives_i420(style: Style, samples: int, distance: bool) -> bool:
+    """Whether :func:`colour` makes the video's planes from the colours themselves for
+    frames of ``samples`` samples with (``distance``) or without a stored distance;
+    elsewhere it converts its RGB bytes (farm.color.yuv.from_rgb, slower than leaving the
+    conversion to ffmpeg)."""
+    return style.method == "shade" and samples == 1 and not distance
+
+
 def colour(raw: RawFrame, stats: FrameStats, style: Style, pool: Executor | None = None,
-           band_rows: int | None = None) -> np.ndarray:
-    """RGB uint8 (H, W, 3) of one frame; bands (of ``band_rows`` rows, else
+           band_rows: int | None = None, i420: bool = False) -> np.ndarray | yuv.I420:
+    """RGB uint8 (H, W, 3) of one frame (``i420``: the video's planes,
+    :class:`farm.color.yuv.I420`); bands (of ``band_rows`` rows, else
     :func:`band_rows_for`) run on ``pool`` (None: in this thread). The result does not
     depend on the bands (tests/test_color.py)."""
     h, w = raw.shape
+    if i420:
+        if gives_i420(style, raw.samples, raw.distance is not None):
+            return _colour_i420(raw, stats, style, pool, band_rows)
+        return yuv.from_rgb(colour(raw, stats, style, pool, band_rows))
     out = np.empty((h, w, 3), np.uint8)
     if band_rows is None:
         band_rows = band_rows_for(h, w, 1 if pool is None else usable_cores())
@@ -130,3 +150,34 @@ def colour(raw: RawFrame, stats: FrameStats, style: Style, pool: Executor | None
     for fut in [pool.submit(run, y0, y1) for y0, y1 in bands]:
         fut.result()
     return out
+
+
+def _colour_i420(raw: RawFrame, stats: FrameStats, style: Style, pool: Executor | None,
+                 band_rows: int | None) -> yuv.I420:
+    """:func:`colour`'s planes of a ``shade`` frame (relief.shade_i420), in bands of an
+    even number of rows (a chroma row covers two)."""
+    h, w = raw.shape
+    frame = yuv.I420.empty(*yuv.even(w, h))
+    planes = frame.planes
+    eh = frame.height
+    if band_rows is None:
+        band_rows = band_rows_for(eh, w, 1 if pool is None else usable_cores())
+    band_rows += band_rows % 2
+    light = style.light_vector
+
+    def run(y0: int, y1: int) -> None:
+        c0, c1 = max(0, y0 - yuv.REACH), min(eh, y1 + yuv.REACH)  # the chroma filter's rows
+        lo, hi = max(0, c0 - style.halo), min(h, c1 + style.halo)
+        out = (planes[0][y0:y1], planes[1][y0 // 2:y1 // 2], planes[2][y0 // 2:y1 // 2])
+        shade_i420(raw.rows(lo, hi), stats, style.planes, INTERIOR, style.cycles, light,
+                   style.relief, SHADE_GLOSS, slice(y0 - lo, y1 - lo), slice(c0 - lo, c1 - lo),
+                   (c0 - (y0 - yuv.REACH), y1 + yuv.REACH - c1), out)
+
+    bands = [(y, min(eh, y + band_rows)) for y in range(0, eh, band_rows)]
+    if pool is None:
+        for y0, y1 in bands:
+            run(y0, y1)
+    else:
+        for fut in [pool.submit(run, y0, y1) for y0, y1 in bands]:
+            fut.result()
+    return frame

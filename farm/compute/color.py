@@ -33,6 +33,7 @@ import threading
 import numpy as np
 import pyopencl as cl
 
+from farm.color import yuv
 from farm.color.methods import METHODS, SHADE_GLOSS, Style
 from farm.color.palettes import LUT_SIZE
 from farm.color.render import TO_LINEAR, TO_SRGB
@@ -56,6 +57,7 @@ class _Lane:
         self.ctx = ctx
         self.queue = cl.CommandQueue(ctx)
         self.kernel = cl.Kernel(program, "colour")
+        self.to_i420 = cl.Kernel(program, "to_i420")
         self.unshuffle = cl.Kernel(unshuffle, "element_bytes")
         self.buffers: dict[str, tuple[cl.Buffer, int]] = {}  # name -> (buffer, its bytes)
         # the frame's uploads' events, kept until its colours are read back: pyopencl's
@@ -124,10 +126,18 @@ class ClColourer:
 
     takes_planes = True  # a PlanesFrame will do: the device unshuffles (Store.planes)
 
-    def __call__(self, raw: RawFrame | PlanesFrame, stats: FrameStats, style: Style) -> np.ndarray:
+    def gives_i420(self, style: Style, samples: int, distance: bool) -> bool:
+        """Every frame's colours can come back as the video's planes (``i420``)."""
+        return True
+
+    def __call__(self, raw: RawFrame | PlanesFrame, stats: FrameStats, style: Style,
+                 i420: bool = False) -> np.ndarray | yuv.I420:
+        """uint8 (H, W, 3), or with ``i420`` the video's planes, converted on the device
+        (kernels/color.cl, ``to_i420``): half the bytes to read back, none for ffmpeg
+        to convert."""
         h, w = raw.shape
         s = raw.samples
-        out = np.empty((h, w, 3), np.uint8)
+        rgb_bytes = h * w * 3
         lane = self._lane()
         if isinstance(raw, PlanesFrame):
             iters = lane.upload_planes("iters", raw.iterations, 4)
@@ -139,7 +149,7 @@ class ClColourer:
             dist = (lane.upload("dist", raw.distance.astype(np.complex64, copy=False))
                     if raw.distance is not None else self._none)
         cdf = lane.upload("cdf", stats.scaled(style.cycles))
-        rgb = lane.buffer("rgb", out.nbytes, cl.mem_flags.WRITE_ONLY)
+        rgb = lane.buffer("rgb", rgb_bytes, cl.mem_flags.READ_WRITE)
         light = np.array([*style.light_vector, 0.0], np.float32)
         gw = -(-w // GROUP) * GROUP
         lane.kernel(lane.queue, (gw, h), (GROUP, 1), iters, frac, dist, cdf, self._lut(style.lut),
@@ -151,7 +161,18 @@ class ClColourer:
                     np.float32(style.line_width / 2 + 0.5 if style.line_width > 0 else 0.0),
                     np.float32(style.relief), np.float32(SHADE_GLOSS), light,
                     np.array([*style.interior, 0], np.uint8), np.array([*style.line, 0], np.uint8))
-        wait_quietly([cl.enqueue_copy(lane.queue, out, rgb, is_blocking=False)])
+        out: np.ndarray | yuv.I420
+        if i420:
+            out = yuv.I420.empty(*yuv.even(w, h))
+            planes = lane.buffer("i420", out.data.nbytes, cl.mem_flags.WRITE_ONLY)
+            ew, eh = out.width, out.height
+            lane.to_i420(lane.queue, (-(-(ew // 2) // GROUP) * GROUP, eh // 2), (GROUP, 1), rgb,
+                         np.uint32(w), np.uint32(ew), np.uint32(eh), planes)
+            host, device = out.data, planes
+        else:
+            out = host = np.empty((h, w, 3), np.uint8)
+            device = rgb
+        wait_quietly([cl.enqueue_copy(lane.queue, host, device, is_blocking=False)])
         lane.pending.clear()  # complete: an in-order queue ran them before the read-back
         return out
 

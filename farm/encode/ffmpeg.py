@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from farm import pipes
+from farm.color.yuv import I420, from_rgb
 from farm.compute.nodes import nvidia_present
 from farm.errors import FarmError, UsageError
 
@@ -170,18 +171,24 @@ class VideoEncoder:
     ``ts_offset`` seconds on (a segment of a longer video, farm/encode/segments.py: such
     streams join by concatenating their bytes).
 
+    ``i420``: frames come as the video's planes (:class:`farm.color.yuv.I420`), which
+    ffmpeg takes as they are; else as RGB bytes, which it converts (swscale's default,
+    the same matrix). Either way :meth:`write` takes both kinds.
+
     Not thread-safe: one thread writes."""
 
     def __init__(self, settings: VideoSettings, width: int, height: int, *,
-                 threads: int | None = None, faststart: bool = True, ts_offset: Fraction | None = None):
+                 threads: int | None = None, faststart: bool = True, ts_offset: Fraction | None = None,
+                 i420: bool = False):
         self.settings = settings
         self.width, self.height = even_size(width, height)
         self.codec = choose_codec(settings.codec, self.width, self.height)
         self.path = Path(settings.path)
         self.tmp = partial_path(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.i420 = i420
         cmd = [ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "rawvideo",
-               "-pix_fmt", "rgb24", "-s", f"{self.width}x{self.height}",
+               "-pix_fmt", "yuv420p" if i420 else "rgb24", "-s", f"{self.width}x{self.height}",
                "-framerate", str(settings.fps), "-i", "pipe:",
                *codec_args(self.codec, settings.crf, settings.preset),
                *(["-threads", str(threads)] if threads else []),
@@ -216,12 +223,21 @@ class VideoEncoder:
         text = b"".join(self._errors).decode(errors="replace")
         return EncodeError(f"ffmpeg ({self.codec}) failed: {last_line(text, self.proc.returncode)}")
 
-    def write(self, rgb: np.ndarray) -> None:
-        """Append one frame, uint8 (H, W, 3) at the image size (cropped to even)."""
+    def write(self, frame: np.ndarray | I420) -> None:
+        """Append one frame: uint8 (H, W, 3) at the image size (cropped to even), or
+        its planes at the video's size."""
         assert self.proc.stdin is not None
-        frame = np.ascontiguousarray(rgb[:self.height, :self.width])
+        if isinstance(frame, I420):
+            if not self.i420 or (frame.width, frame.height) != (self.width, self.height):
+                raise ValueError(f"a {frame.width}x{frame.height} I420 frame for a "
+                                 f"{'yuv420p' if self.i420 else 'rgb24'} {self.width}x{self.height} encoder")
+            data = frame.data
+        elif self.i420:
+            data = from_rgb(frame[:self.height, :self.width]).data
+        else:
+            data = np.ascontiguousarray(frame[:self.height, :self.width])
         try:
-            self.proc.stdin.write(frame.data)
+            self.proc.stdin.write(data.data)
         except (BrokenPipeError, ValueError):
             self.proc.wait()
             self._remove()

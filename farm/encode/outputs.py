@@ -22,6 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
+from farm.color.yuv import I420
 from farm.encode.ffmpeg import VideoEncoder, VideoSettings, even_size
 
 PNG_LEVEL = 1  # zlib level: 1 is several times faster than Pillow's 6, files ~10% larger
@@ -89,6 +90,7 @@ class VideoOutput:
         even_size(width, height)  # a 1-pixel-wide video is an error now, not later
         self.settings, self.size = settings, (width, height)
         self.threads, self.faststart, self.ts_offset = threads, faststart, ts_offset
+        self.i420 = False
         self.encoder: VideoEncoder | None = None
         self._lock = threading.Lock()
         self._failed: BaseException | None = None
@@ -101,7 +103,8 @@ class VideoOutput:
             if self.encoder is None:
                 try:
                     self.encoder = VideoEncoder(self.settings, *self.size, threads=self.threads,
-                                                faststart=self.faststart, ts_offset=self.ts_offset)
+                                                faststart=self.faststart, ts_offset=self.ts_offset,
+                                                i420=self.i420)
                 except BaseException as err:
                     self._failed = err
                     raise
@@ -111,13 +114,18 @@ class VideoOutput:
         with contextlib.suppress(BaseException):  # kept in self._failed for write and close
             self._start()
 
+    def take_i420(self) -> None:
+        """Frames will come as the video's planes (farm/color/yuv.py); before prepare."""
+        assert self._starting is None and self.encoder is None
+        self.i420 = True
+
     def prepare(self) -> None:
         if self._starting is None:
             self._starting = threading.Thread(target=self._start_beside, name="farm-ffmpeg-start",
                                               daemon=True)
             self._starting.start()
 
-    def write(self, f: int, rgb: np.ndarray) -> None:
+    def write(self, f: int, rgb: np.ndarray | I420) -> None:
         self._start().write(rgb)
 
     def close(self) -> Path:

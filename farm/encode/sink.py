@@ -57,8 +57,11 @@ from farm.store.reader import Store
 TEST_DELAY = float(os.environ.get("FARM_TEST_FRAME_DELAY", "0") or 0)
 
 # (frame, its statistics, style) -> uint8 (H, W, 3); the frame is a RawFrame, or a
-# PlanesFrame for a colourer whose ``takes_planes`` is true (farm/compute/color.py)
-Colourer = Callable[[Any, FrameStats, Style], np.ndarray]
+# PlanesFrame for a colourer whose ``takes_planes`` is true (farm/compute/color.py). A
+# colourer with a method ``gives_i420(style, samples, distance)`` that says yes for the
+# store is called with ``i420=True`` for a video, and then gives the video's planes
+# (farm/color/yuv.py) for ffmpeg to take as they are.
+Colourer = Callable[..., Any]
 
 
 class Bar(Protocol):
@@ -86,11 +89,40 @@ def default_colourer(engine: str = "auto", bands: bool = True) -> Colourer:
             return cl_colourer
     elif engine != "numpy":
         raise UsageError(f"FARM_COLOR_ENGINE: {engine!r} is not auto, numpy or opencl")
-    from farm.color.render import band_pool, colour, steady_malloc
+    from farm.color.render import band_pool, steady_malloc
 
     steady_malloc()  # (band_pool's first call does it too)
-    pool = band_pool() if bands else None
-    return lambda raw, stats, style: colour(raw, stats, style, pool)
+    return NumpyColourer(band_pool() if bands else None)
+
+
+class NumpyColourer:
+    """farm/color/render.py's :func:`colour`, on ``pool`` (None: in the calling thread)."""
+
+    def __init__(self, pool: Any = None):
+        self.pool = pool
+
+    def gives_i420(self, style: Style, samples: int, distance: bool) -> bool:
+        from farm.color.render import gives_i420
+
+        return gives_i420(style, samples, distance)
+
+    def __call__(self, raw: RawFrame, stats: FrameStats, style: Style, i420: bool = False) -> Any:
+        from farm.color.render import colour
+
+        return colour(raw, stats, style, self.pool, i420=i420)
+
+
+def i420_for(colourer: Colourer | None, style: Style, samples: int, distance: bool) -> bool:
+    """Whether a video's frames come from ``colourer`` as planes (``i420``). None: the
+    colourer :func:`default_colourer` will make, decided before it is made (the encoder
+    starts first): the device's kernel converts every frame; numpy where it colours the
+    planes directly (elsewhere ffmpeg's own conversion is cheaper than numpy's)."""
+    if colourer is None:
+        if colour_engine() in SELECTORS:
+            return True
+        return NumpyColourer().gives_i420(style, samples, distance)
+    says = getattr(colourer, "gives_i420", None)
+    return bool(says and says(style, samples, distance))
 
 
 def video_threads() -> int:
@@ -198,6 +230,10 @@ class FrameSink:
         # made on the scheduler thread before the first frame (a GPU colourer opens an
         # OpenCL context and builds its kernel: a render need not wait for that)
         self.colourer: Colourer | None = colourer
+        # a video's frames as its planes where the colourer makes them (farm/color/yuv.py)
+        spec = self.store.spec
+        self.i420 = (hasattr(output, "take_i420")
+                     and i420_for(colourer, style, spec.image.samples, spec.render.distance))
         if threads is None:
             threads = video_threads() if output.ordered else usable_cores()
         self.threads = max(1, threads)
@@ -279,6 +315,8 @@ class FrameSink:
         pending: collections.deque[tuple[int, Future[np.ndarray | None]]] = collections.deque()
         nxt = 0
         try:
+            if self.i420:
+                self.output.take_i420()  # type: ignore[attr-defined]
             self.output.prepare()  # the encoder starts before the first frame is ready
             if self.colourer is None:  # a video's frame threads each colour a frame whole
                 self.colourer = default_colourer(bands=not self.output.ordered)
@@ -343,7 +381,8 @@ class FrameSink:
         self.stats.forget_before(f - self.threads)
         t0 = time.perf_counter()
         assert self.colourer is not None  # made before the first frame is submitted
-        rgb = self.colourer(raw, stats, self.style)
+        rgb = self.colourer(raw, stats, self.style, i420=True) if self.i420 else \
+            self.colourer(raw, stats, self.style)
         t1 = time.perf_counter()
         if not self.output.ordered:
             self.output.write(f, rgb)
