@@ -36,9 +36,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--k", type=int, default=16, help="plain ffmpeg processes")
     args = ap.parse_args()
-    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    versions = {"baseline": os.pathsep.join([*rest, str(args.baseline.resolve())]),
-                "this": os.pathsep.join([*rest, str(ROOT)])}
+    # each version's folder first, and no other copy of the farm on the path (the GPU
+    # machine's prelude puts this checkout there: before 2026-11-26's nineteenth session
+    # that made the "baseline" this checkout too)
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if p and not (Path(p) / "farm").is_dir()]
+    versions = {"baseline": os.pathsep.join([str(args.baseline.resolve()), *rest]),
+                "this": os.pathsep.join([str(ROOT), *rest])}
     raw, frames, w, h, settings = raw_frames(args.store, Path("/dev/shm"))
     work = Path("/tmp/farm-encode-versions")
     work.mkdir(exist_ok=True)

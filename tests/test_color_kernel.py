@@ -180,8 +180,9 @@ def test_encode_begins_its_gpu_colourer_as_it_starts(monkeypatch):
 @pytest.mark.parametrize("method", ["shade", "histogram"])
 def test_kernel_gives_the_videos_planes(cl_device, colourers, frames, method, which):
     """With ``i420`` the device converts its colours to the video's planes
-    (kernels/color.cl to_i420): exactly farm.color.yuv.from_rgb of the RGB it gives,
-    odd sizes cropped to even as the video is."""
+    (kernels/color.cl to_i420): farm.color.yuv.from_rgb of the RGB it gives,
+    odd sizes cropped to even as the video is (but for rounding: a device may fuse the
+    multiply-adds, NVIDIA's does)."""
     from farm.color import yuv
 
     raw = frames[which]
@@ -193,4 +194,5 @@ def test_kernel_gives_the_videos_planes(cl_device, colourers, frames, method, wh
     got = colourer(raw, stats, style, i420=True)
     want = yuv.from_rgb(colourer(raw, stats, style))
     assert (got.width, got.height) == (want.width, want.height)
-    assert (got.data == want.data).all()
+    diff = np.abs(got.data.astype(int) - want.data)
+    assert diff.max() <= 1 and (diff == 0).mean() >= 0.99
