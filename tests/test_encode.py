@@ -631,37 +631,6 @@ def test_a_segment_is_finished_as_soon_as_its_frames_are_written(long_store, tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.mp4"]
 
 
-def test_a_segments_encoder_runs_at_its_nice_value(store, tmp_path, monkeypatch):
-    """A segmented video's encoders run at FARM_ENCODER_NICE (default 19), so that the
-    frame threads colouring the later segments get the cores first; one encoder keeps
-    the farm's own priority. A value that is not a number is refused by name."""
-    from farm.encode.segments import NICE, encoder_nice
-
-    spec = stored_spec(store)
-    monkeypatch.delenv("FARM_ENCODER_NICE", raising=False)
-    assert encoder_nice() == NICE == 19
-    own = os.getpriority(os.PRIO_PROCESS, 0)
-
-    def nice_values(sink, outputs):
-        deadline = time.monotonic() + 30
-        while any(o.encoder is None for o in outputs) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        values = [os.getpriority(os.PRIO_PROCESS, o.encoder.proc.pid) for o in outputs]
-        sink.abort()
-        return values
-
-    monkeypatch.setenv("FARM_ENCODER_NICE", "7")
-    sink = open_video_sink(store, spec.color, VideoSettings(tmp_path / "n.mp4", 25), segments=3)
-    assert len(sink.sinks) >= 2
-    assert nice_values(sink, [s.output for s in sink.sinks]) == [max(7, own)] * len(sink.sinks)
-    sink = open_video_sink(store, spec.color, VideoSettings(tmp_path / "o.mp4", 25), segments=1)
-    assert nice_values(sink, [sink.output]) == [own]
-    assert list(tmp_path.iterdir()) == []
-    monkeypatch.setenv("FARM_ENCODER_NICE", "low")
-    with pytest.raises(UsageError, match="FARM_ENCODER_NICE"):
-        encoder_nice()
-
-
 def test_an_aborted_segmented_sink_leaves_nothing(store, tmp_path):
     spec = stored_spec(store)
     sink = open_video_sink(store, spec.color, VideoSettings(tmp_path / "a.mp4", 25), segments=3)

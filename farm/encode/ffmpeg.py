@@ -173,14 +173,13 @@ class VideoEncoder:
 
     ``i420``: frames come as the video's planes (:class:`farm.color.yuv.I420`), which
     ffmpeg takes as they are; else as RGB bytes, which it converts (swscale's default,
-    the same matrix). Either way :meth:`write` takes both kinds. ``nice``: the process's
-    nice value (a segment's encoder: farm/encode/segments.py says why).
+    the same matrix). Either way :meth:`write` takes both kinds.
 
     Not thread-safe: one thread writes."""
 
     def __init__(self, settings: VideoSettings, width: int, height: int, *,
                  threads: int | None = None, faststart: bool = True, ts_offset: Fraction | None = None,
-                 i420: bool = False, nice: int = 0):
+                 i420: bool = False):
         self.settings = settings
         self.width, self.height = even_size(width, height)
         self.codec = choose_codec(settings.codec, self.width, self.height)
@@ -198,9 +197,6 @@ class VideoEncoder:
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
                                      process_group=0)
         pipes.widen(self.proc.stdin)  # a frame in a few writes, not one every 64 kB
-        if nice:  # before ffmpeg opens the encoder (at its first frame): x264's threads inherit it
-            with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, self.proc.pid, nice)
         self._errors: list[bytes] = []
         self._drain = threading.Thread(target=self._read_errors, daemon=True)
         self._drain.start()  # ffmpeg blocks if nobody reads its stderr

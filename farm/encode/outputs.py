@@ -86,11 +86,10 @@ class VideoOutput:
     ordered = True
 
     def __init__(self, settings: VideoSettings, width: int, height: int, *,
-                 threads: int | None = None, faststart: bool = True, ts_offset: Fraction | None = None,
-                 nice: int = 0):
+                 threads: int | None = None, faststart: bool = True, ts_offset: Fraction | None = None):
         even_size(width, height)  # a 1-pixel-wide video is an error now, not later
         self.settings, self.size = settings, (width, height)
-        self.threads, self.faststart, self.ts_offset, self.nice = threads, faststart, ts_offset, nice
+        self.threads, self.faststart, self.ts_offset = threads, faststart, ts_offset
         self.i420 = False
         self.encoder: VideoEncoder | None = None
         self._lock = threading.Lock()
@@ -105,7 +104,7 @@ class VideoOutput:
                 try:
                     self.encoder = VideoEncoder(self.settings, *self.size, threads=self.threads,
                                                 faststart=self.faststart, ts_offset=self.ts_offset,
-                                                i420=self.i420, nice=self.nice)
+                                                i420=self.i420)
                 except BaseException as err:
                     self._failed = err
                     raise

@@ -79,8 +79,6 @@ TS_CLOCK = 90000  # MPEG-TS timestamps: ticks a second
 MANY_CORES = 16  # cores from which a video is encoded in DEFAULT_SEGMENTS segments
 DEFAULT_SEGMENTS = 16
 ENV = "FARM_ENCODE_SEGMENTS"
-NICE = 19  # a segment's encoder's nice value (FARM_ENCODER_NICE), see encoder_nice
-NICE_ENV = "FARM_ENCODER_NICE"
 JOIN_FILTER = "filter_units"  # the join drops MPEG-TS's access unit delimiters with it
 
 
@@ -143,23 +141,6 @@ def segment_path(video: Path, k: int) -> Path:
     return video.with_name(f".{video.stem}.seg{k:03d}.ts")
 
 
-def encoder_nice() -> int:
-    """The nice value a segment's encoder runs at: FARM_ENCODER_NICE, else NICE. The
-    segments are coloured in turn, and x264's sixteen processes, at the same priority
-    as the frame threads, took the cores those needed: the last segment got its first
-    frame at 5.1 s of a 9.0 s `farm encode` of the minibrot zoom and its encoder ran on
-    alone at the end (an H100 host). At nice 19 the frames come first and x264 has every
-    core they leave (BENCHMARKS.md, nineteenth session). One encoder (fewer than 16
-    cores) keeps the farm's priority: on 2 cores nice 19 gained nothing."""
-    value = os.environ.get(NICE_ENV, "").strip()
-    if not value:
-        return NICE
-    try:
-        return int(value)
-    except ValueError:
-        raise UsageError(f"{NICE_ENV}: {value!r} is not a whole number") from None
-
-
 def segment_output(settings: VideoSettings, codec: str, size: tuple[int, int], cuts: list[int],
                    k: int) -> VideoOutput:
     """Segment k's encoder (``cuts`` from :func:`boundaries`): its MPEG-TS stream at
@@ -168,7 +149,7 @@ def segment_output(settings: VideoSettings, codec: str, size: tuple[int, int], c
     ffmpeg's time (x264's threads wait on each other; more of them than cores keep the
     cores busy, as K plain processes do)."""
     return VideoOutput(replace(settings, path=segment_path(Path(settings.path), k), codec=codec), *size,
-                       faststart=False, ts_offset=Fraction(cuts[k], settings.fps), nice=encoder_nice())
+                       faststart=False, ts_offset=Fraction(cuts[k], settings.fps))
 
 
 class Joiner:
