@@ -12,7 +12,8 @@
  * bytes with rint (half to even, as numpy's rint).
  * Extensions: cl_khr_fp64.
  *
- * Entry point: colour(...), one work-item per output pixel, global size (W, H).
+ * Entry points: colour(...), one work-item per output pixel, global size (W, H);
+ * to_i420(...) after it, for a video (at the end of this file).
  * Buffers (row 0 at the top; per-sample arrays are (H, W, S) row-major, sample fastest):
  *   iters    [H*W*S]   uint    escape count n, 0 for interior
  *   frac     [H*W*S]   float   smooth offset d: escape time mu = n + d

@@ -10,6 +10,8 @@
 - :mod:`farm.color.palettes`: built-in palettes and gradient files;
 - :mod:`farm.color.render`: a whole frame on every core (row bands on threads),
   anti-aliasing samples averaged in linear light.
+- :mod:`farm.color.yuv`: a video's frames as the encoder takes them (``yuv420p``
+  planes), made from the colours where the method allows it.
 
 ``farm.compute.color`` runs the same methods as an OpenCL kernel
 (``kernels/color.cl``), tested against these.

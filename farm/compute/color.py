@@ -1,7 +1,8 @@
 """The colour methods as an OpenCL kernel (kernels/color.cl): a frame in, RGB out.
 
 :class:`ClColourer` has the signature of :func:`farm.color.render.colour`
-(``(RawFrame, FrameStats, Style) -> uint8 (H, W, 3)``) and gives the same colours,
+(``(RawFrame, FrameStats, Style) -> uint8 (H, W, 3)``, or with ``i420`` the video's
+planes) and gives the same colours,
 at most 1 in 255 per channel apart (tests/test_color_kernel.py). It runs on a GPU,
 or on PoCL's CPU device, which spreads the kernel over every core.
 
@@ -20,7 +21,8 @@ spares the host's numpy unshuffle, 6 of the 14 CPU seconds the sink spent readin
 360 frames of the 1080p minibrot zoom on a 16-core H200 host (py-spy, BENCHMARKS.md).
 
 A 1080p frame moves 16 MB to the device (counts and offsets, 4 bytes each; 24 MB more
-with a stored distance) and 6 MB back; on a PCIe 5 GPU that is a few milliseconds,
+with a stored distance) and 6 MB back (3 MB for a video, whose planes are made on the
+device: farm/color/yuv.py); on a PCIe 5 GPU that is a few milliseconds,
 against ~17 ms per frame when every call allocated its buffers and copied under one
 lock (58 frames/s measured on an H200).
 """
