@@ -116,7 +116,9 @@ def i420_for(colourer: Colourer | None, style: Style, samples: int, distance: bo
     """Whether a video's frames come from ``colourer`` as planes (``i420``). None: the
     colourer :func:`default_colourer` will make, decided before it is made (the encoder
     starts first): the device's kernel converts every frame; numpy where it colours the
-    planes directly (elsewhere ffmpeg's own conversion is cheaper than numpy's)."""
+    planes directly (elsewhere ffmpeg's own conversion is cheaper than numpy's). Where a
+    device was to colour and none can, numpy converts the frames it cannot make as planes
+    itself (farm.color.yuv.from_rgb): slower than ffmpeg, and only then."""
     if colourer is None:
         if colour_engine() in SELECTORS:
             return True
