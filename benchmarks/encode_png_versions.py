@@ -26,7 +26,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
+
+from encode_versions import version_paths  # noqa: E402
 
 from farm.encode.ffmpeg import codec_args, ffmpeg_binary  # noqa: E402
 from farm.store.reader import Store  # noqa: E402
@@ -39,11 +42,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--pngs", type=Path, default=Path("/tmp/farm-encode-pngs"))
     args = ap.parse_args()
-    # each version's folder first, no other copy of the farm on the path
-    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-            if p and not (Path(p) / "farm").is_dir()]
-    versions = {"baseline": os.pathsep.join([str(args.baseline.resolve()), *rest]),
-                "this": os.pathsep.join([str(ROOT), *rest])}
+    versions = version_paths(args.baseline)
     with Store(args.store) as store:
         spec, frames = store.spec, store.frames
     if len(list(args.pngs.glob("frame_*.png"))) != frames:
@@ -67,8 +66,8 @@ def main() -> None:
             done = subprocess.run([sys.executable, str(ROOT / "benchmarks/own_cpu.py"), "encode",
                                    str(args.store), "--video", str(video)], capture_output=True, text=True,
                                   env=dict(os.environ, PYTHONPATH=versions[name]))
-            got = re.search(r"wall ([\d.]+) s, the farm's own CPU ([\d.]+) s, its children's \(ffmpeg\) ([\d.]+)",
-                            done.stderr)
+            got = re.search(r"wall ([\d.]+) s, the farm's own CPU ([\d.]+) s, "
+                            r"its children's \(ffmpeg\) ([\d.]+)", done.stderr)
             if got is None:
                 raise SystemExit(f"farm encode ({name}) failed:\n{done.stderr[-2000:]}")
             wall, own, child = (float(g) for g in got.groups())
@@ -77,9 +76,10 @@ def main() -> None:
         print(", ".join(line), flush=True)
     for name, got in rows.items():
         ratios = [g[0] for g in got]
+        own, child = statistics.median(g[2] for g in got), statistics.median(g[3] for g in got)
         print(f"{name}: ratio {statistics.median(ratios):.3f} median ({min(ratios):.3f}-{max(ratios):.3f}), "
               f"{sum(x <= 1.3 for x in ratios)} of {len(ratios)} at most 1.3; own CPU "
-              f"{statistics.median(g[2] for g in got):.2f} s, ffmpeg's {statistics.median(g[3] for g in got):.2f} s")
+              f"{own:.2f} s, ffmpeg's {child:.2f} s")
 
 
 if __name__ == "__main__":

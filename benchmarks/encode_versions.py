@@ -29,6 +29,17 @@ from busy import Busy  # noqa: E402
 from datapath import plain_ffmpeg, raw_frames  # noqa: E402
 
 
+def version_paths(baseline: Path) -> dict[str, str]:
+    """PYTHONPATH for ``baseline`` (a folder holding ``farm`` and ``kernels``) and for
+    this checkout: each version's folder first, and no other copy of the farm on the
+    path (the GPU machine's prelude puts this checkout there: before 2026-11-26's
+    nineteenth session that made the "baseline" this checkout too)."""
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if p and not (Path(p) / "farm").is_dir()]
+    return {"baseline": os.pathsep.join([str(baseline.resolve()), *rest]),
+            "this": os.pathsep.join([str(ROOT), *rest])}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("store", type=Path)
@@ -36,13 +47,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--k", type=int, default=16, help="plain ffmpeg processes")
     args = ap.parse_args()
-    # each version's folder first, and no other copy of the farm on the path (the GPU
-    # machine's prelude puts this checkout there: before 2026-11-26's nineteenth session
-    # that made the "baseline" this checkout too)
-    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-            if p and not (Path(p) / "farm").is_dir()]
-    versions = {"baseline": os.pathsep.join([str(args.baseline.resolve()), *rest]),
-                "this": os.pathsep.join([str(ROOT), *rest])}
+    versions = version_paths(args.baseline)
     raw, frames, w, h, settings = raw_frames(args.store, Path("/dev/shm"))
     work = Path("/tmp/farm-encode-versions")
     work.mkdir(exist_ok=True)

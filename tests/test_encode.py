@@ -220,16 +220,19 @@ def test_a_videos_frames_are_coloured_whole_on_their_threads(store, tmp_path, mo
     monkeypatch.setenv("FARM_COLOR_ENGINE", "numpy")
     calls: list[bool] = []
     made: dict[int, I420] = {}
-    colour = rendermod.colour
+    colour, colour_i420 = rendermod.colour, rendermod.colour_i420
 
-    def spy(raw, stats, style, pool=None, band_rows=None, i420=False):
+    def spy(raw, stats, style, pool=None, band_rows=None):
         calls.append(pool is not None)
-        out = colour(raw, stats, style, pool, band_rows, i420)
-        if i420:
-            made[raw.index] = out
-        return out
+        return colour(raw, stats, style, pool, band_rows)
+
+    def spy_i420(raw, stats, style, pool=None, band_rows=None):
+        calls.append(pool is not None)
+        made[raw.index] = colour_i420(raw, stats, style, pool, band_rows)
+        return made[raw.index]
 
     monkeypatch.setattr(rendermod, "colour", spy)
+    monkeypatch.setattr(rendermod, "colour_i420", spy_i420)
     spec = stored_spec(store)
     video = encode_video(store, spec.color, VideoSettings(tmp_path / "v.mp4", 10), progress=False)
     assert calls == [False] * FRAMES and sorted(made) == list(range(FRAMES))

@@ -12,7 +12,7 @@ from test_color import _flat_patches, synthetic_frame
 
 from farm.color import Statistics, Style, colour, yuv
 from farm.color.palettes import lut
-from farm.color.render import gives_i420
+from farm.color.render import colour_i420, gives_i420
 from farm.encode import ffmpeg as ffmpegmod
 from farm.raw import RawFrame
 
@@ -103,13 +103,13 @@ def test_shade_made_as_planes_is_its_colours_converted(light):
                           light=(np.radians(light[0]), np.radians(light[1])))
             assert gives_i420(style, raw.samples, raw.distance is not None)
             want = yuv.from_rgb(colour(raw, stats, style))
-            got = colour(raw, stats, style, i420=True)
+            got = colour_i420(raw, stats, style)
             assert isinstance(got, yuv.I420) and (got.width, got.height) == (want.width, want.height)
             diff = np.abs(got.data.astype(int) - want.data)
             assert diff.max() <= 1 and (diff == 0).mean() >= 0.8
             with ThreadPoolExecutor(2) as pool:
                 for rows in (1, 2, 5, 7, raw.shape[0]):
-                    banded = colour(raw, stats, style, pool if rows % 2 else None, band_rows=rows, i420=True)
+                    banded = colour_i420(raw, stats, style, pool if rows % 2 else None, band_rows=rows)
                     assert (banded.data == got.data).all(), rows
 
 
@@ -120,7 +120,7 @@ def test_shade_planes_of_tiny_frames(shape):
         raw = RawFrame(0, n, np.where(n > 0, fr, 0).astype(np.float32), np.bincount(n.ravel()))
         stats = Statistics(1, 0).stats(0, lambda g, raw=raw: raw.histogram)
         style = Style(method="shade", lut=lut("fire"))
-        got = colour(raw, stats, style, i420=True)
+        got = colour_i420(raw, stats, style)
         assert np.abs(got.data.astype(int) - yuv.from_rgb(colour(raw, stats, style)).data).max() <= 1
 
 
@@ -132,7 +132,7 @@ def test_other_methods_are_converted_from_their_bytes():
     assert not gives_i420(style, 1, False)
     assert not gives_i420(Style(method="shade", lut=lut("classic")), 3, False)
     assert not gives_i420(Style(method="shade", lut=lut("classic")), 1, True)
-    got = colour(raw, stats, style, i420=True)
+    got = colour_i420(raw, stats, style)
     assert (got.data == yuv.from_rgb(colour(raw, stats, style)).data).all()
 
 

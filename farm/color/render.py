@@ -11,10 +11,10 @@ Anti-aliased frames ((H, W, S) arrays) are coloured sample by sample and average
 linear light (sRGB decoded, averaged, encoded again), so a filament covering half a
 pixel gives the colour of half the light, not a darker one.
 
-For a video, :func:`colour` can give the encoder's own planes (``i420``,
-farm/color/yuv.py) instead of RGB bytes: made from the colours directly where the
-method allows it (:func:`gives_i420`: ``shade`` of one-sample frames without a stored
-distance, the default), converted from the RGB bytes otherwise.
+For a video, :func:`colour_i420` gives the encoder's own planes (farm/color/yuv.py)
+instead of RGB bytes: made from the colours directly where the method allows it
+(:func:`gives_i420`: ``shade`` of one-sample frames without a stored distance, the
+default), converted from the RGB bytes otherwise.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def band_rows_for(height: int, width: int, threads: int) -> int:
 
 
 def gives_i420(style: Style, samples: int, distance: bool) -> bool:
-    """Whether :func:`colour` makes the video's planes from the colours themselves for
+    """Whether :func:`colour_i420` makes the video's planes from the colours themselves for
     frames of ``samples`` samples with (``distance``) or without a stored distance;
     elsewhere it converts its RGB bytes (farm.color.yuv.from_rgb, slower than leaving the
     conversion to ffmpeg)."""
@@ -125,16 +125,11 @@ def gives_i420(style: Style, samples: int, distance: bool) -> bool:
 
 
 def colour(raw: RawFrame, stats: FrameStats, style: Style, pool: Executor | None = None,
-           band_rows: int | None = None, i420: bool = False) -> np.ndarray | yuv.I420:
-    """RGB uint8 (H, W, 3) of one frame (``i420``: the video's planes,
-    :class:`farm.color.yuv.I420`); bands (of ``band_rows`` rows, else
+           band_rows: int | None = None) -> np.ndarray:
+    """RGB uint8 (H, W, 3) of one frame; bands (of ``band_rows`` rows, else
     :func:`band_rows_for`) run on ``pool`` (None: in this thread). The result does not
     depend on the bands (tests/test_color.py)."""
     h, w = raw.shape
-    if i420:
-        if gives_i420(style, raw.samples, raw.distance is not None):
-            return _colour_i420(raw, stats, style, pool, band_rows)
-        return yuv.from_rgb(colour(raw, stats, style, pool, band_rows))
     out = np.empty((h, w, 3), np.uint8)
     if band_rows is None:
         band_rows = band_rows_for(h, w, 1 if pool is None else usable_cores())
@@ -152,10 +147,14 @@ def colour(raw: RawFrame, stats: FrameStats, style: Style, pool: Executor | None
     return out
 
 
-def _colour_i420(raw: RawFrame, stats: FrameStats, style: Style, pool: Executor | None,
-                 band_rows: int | None) -> yuv.I420:
-    """:func:`colour`'s planes of a ``shade`` frame (relief.shade_i420), in bands of an
-    even number of rows (a chroma row covers two)."""
+def colour_i420(raw: RawFrame, stats: FrameStats, style: Style, pool: Executor | None = None,
+                band_rows: int | None = None) -> yuv.I420:
+    """:func:`colour`'s frame as the video's planes (:class:`farm.color.yuv.I420`):
+    made from the colours where :func:`gives_i420` says so (relief.shade_i420, in bands
+    of an even number of rows: a chroma row covers two), else :func:`colour`'s bytes
+    converted."""
+    if not gives_i420(style, raw.samples, raw.distance is not None):
+        return yuv.from_rgb(colour(raw, stats, style, pool, band_rows))
     h, w = raw.shape
     frame = yuv.I420.empty(*yuv.even(w, h))
     planes = frame.planes

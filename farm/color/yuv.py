@@ -130,4 +130,5 @@ def to_rgb(frame: I420) -> np.ndarray:
     return np.clip(np.rint(rgb), 0, 255).astype(np.uint8)
 
 
-__all__ = ["I420", "KU", "KV", "KY", "REACH", "TAPS", "Y_GAIN", "add_chroma", "even", "from_rgb", "palette_planes", "to_rgb"]
+__all__ = ["I420", "KU", "KV", "KY", "REACH", "TAPS", "Y_GAIN", "add_chroma", "even", "from_rgb",
+           "palette_planes", "to_rgb"]

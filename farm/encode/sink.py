@@ -107,9 +107,9 @@ class NumpyColourer:
         return gives_i420(style, samples, distance)
 
     def __call__(self, raw: RawFrame, stats: FrameStats, style: Style, i420: bool = False) -> Any:
-        from farm.color.render import colour
+        from farm.color.render import colour, colour_i420
 
-        return colour(raw, stats, style, self.pool, i420=i420)
+        return (colour_i420 if i420 else colour)(raw, stats, style, self.pool)
 
 
 def i420_for(colourer: Colourer | None, style: Style, samples: int, distance: bool) -> bool:
