@@ -181,8 +181,8 @@ def test_encode_begins_its_gpu_colourer_as_it_starts(monkeypatch):
 def test_kernel_gives_the_videos_planes(cl_device, colourers, frames, method, which):
     """With ``i420`` the device converts its colours to the video's planes
     (kernels/color.cl to_i420): farm.color.yuv.from_rgb of the RGB it gives,
-    odd sizes cropped to even as the video is (but for rounding: a device may fuse the
-    multiply-adds, NVIDIA's does)."""
+    odd sizes cropped to even as the video is, but for rounding (on NVIDIA's OpenCL a
+    few differ by one, most likely from fused multiply-adds; on PoCL none)."""
     from farm.color import yuv
 
     raw = frames[which]
