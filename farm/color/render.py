@@ -20,6 +20,7 @@ default), converted from the RGB bytes otherwise.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 
 import numpy as np
@@ -124,6 +125,24 @@ def gives_i420(style: Style, samples: int, distance: bool) -> bool:
     return style.method == "shade" and samples == 1 and not distance
 
 
+def _in_bands(height: int, width: int, band_rows: int | None, pool: Executor | None,
+              run: Callable[[int, int], None], pairs: bool = False) -> None:
+    """``run(y0, y1)`` for each band of rows of a ``height`` x ``width`` frame: bands of
+    ``band_rows`` rows (else :func:`band_rows_for`; ``pairs``: rounded up to even), on
+    ``pool`` (None: in this thread)."""
+    if band_rows is None:
+        band_rows = band_rows_for(height, width, 1 if pool is None else usable_cores())
+    if pairs:
+        band_rows += band_rows % 2
+    bands = [(y, min(height, y + band_rows)) for y in range(0, height, band_rows)]
+    if pool is None:
+        for y0, y1 in bands:
+            run(y0, y1)
+        return
+    for fut in [pool.submit(run, y0, y1) for y0, y1 in bands]:
+        fut.result()
+
+
 def colour(raw: RawFrame, stats: FrameStats, style: Style, pool: Executor | None = None,
            band_rows: int | None = None) -> np.ndarray:
     """RGB uint8 (H, W, 3) of one frame; bands (of ``band_rows`` rows, else
@@ -131,19 +150,11 @@ def colour(raw: RawFrame, stats: FrameStats, style: Style, pool: Executor | None
     depend on the bands (tests/test_color.py)."""
     h, w = raw.shape
     out = np.empty((h, w, 3), np.uint8)
-    if band_rows is None:
-        band_rows = band_rows_for(h, w, 1 if pool is None else usable_cores())
-    bands = [(y, min(h, y + band_rows)) for y in range(0, h, band_rows)]
-    if pool is None:
-        for y0, y1 in bands:
-            out[y0:y1] = colour_band(raw, stats, style, y0, y1)
-        return out
 
     def run(y0: int, y1: int) -> None:
         out[y0:y1] = colour_band(raw, stats, style, y0, y1)
 
-    for fut in [pool.submit(run, y0, y1) for y0, y1 in bands]:
-        fut.result()
+    _in_bands(h, w, band_rows, pool, run)
     return out
 
 
@@ -159,9 +170,6 @@ def colour_i420(raw: RawFrame, stats: FrameStats, style: Style, pool: Executor |
     frame = yuv.I420.empty(*yuv.even(w, h))
     planes = frame.planes
     eh = frame.height
-    if band_rows is None:
-        band_rows = band_rows_for(eh, w, 1 if pool is None else usable_cores())
-    band_rows += band_rows % 2
     light = style.light_vector
 
     def run(y0: int, y1: int) -> None:
@@ -172,11 +180,5 @@ def colour_i420(raw: RawFrame, stats: FrameStats, style: Style, pool: Executor |
                    style.relief, SHADE_GLOSS, slice(y0 - lo, y1 - lo), slice(c0 - lo, c1 - lo),
                    (c0 - (y0 - yuv.REACH), y1 + yuv.REACH - c1), out)
 
-    bands = [(y, min(eh, y + band_rows)) for y in range(0, eh, band_rows)]
-    if pool is None:
-        for y0, y1 in bands:
-            run(y0, y1)
-    else:
-        for fut in [pool.submit(run, y0, y1) for y0, y1 in bands]:
-            fut.result()
+    _in_bands(eh, w, band_rows, pool, run, pairs=True)
     return frame

@@ -83,13 +83,13 @@ def add_chroma(products: np.ndarray, out: np.ndarray, top: int = 0, bottom: int 
     pairs = np.add(products[:, 0:2 * w:2], products[:, 1:2 * w:2])
     if top or bottom:
         pairs = np.concatenate([pairs[:1]] * top + [pairs] + [pairs[-1:]] * bottom)
-    even, odd = pairs[0::2], pairs[1::2]  # rows 2k-2, 2k-1 (k = 0 .. H + 1)
-    acc = np.add(even[1:h + 1], odd[1:h + 1])
+    upper, lower = pairs[0::2], pairs[1::2]  # rows 2k-2, 2k-1 (k = 0 .. H + 1)
+    acc = np.add(upper[1:h + 1], lower[1:h + 1])
     acc *= F32(TAPS[2])
-    side = np.add(odd[0:h], even[2:h + 2])
+    side = np.add(lower[0:h], upper[2:h + 2])
     side *= F32(TAPS[1])
     acc += side
-    np.add(even[0:h], odd[2:h + 2], out=side)
+    np.add(upper[0:h], lower[2:h + 2], out=side)
     side *= F32(TAPS[0])
     acc += side
     acc *= F32(1 / 512)  # the taps' sum twice (two columns)
@@ -99,8 +99,8 @@ def add_chroma(products: np.ndarray, out: np.ndarray, top: int = 0, bottom: int 
 
 def from_rgb(rgb: np.ndarray) -> I420:
     """The frame of uint8 (H, W, 3) ``rgb`` (cropped to even), as ffmpeg would convert it
-    (but for rounding: within one level). For colourers that give RGB; numpy, about
-    4 ms a 640x360 frame, several times swscale's cost."""
+    (but for rounding: within one level). For colourers that give RGB; numpy, 1.1-1.25
+    ms a 640x360 frame on the 2-core machine, against swscale's 0.7."""
     h, w, _ = rgb.shape
     ew, eh = even(w, h)
     frame = I420.empty(ew, eh)
