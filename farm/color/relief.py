@@ -38,7 +38,7 @@ import numpy as np
 from farm.color.distance import LN2
 from farm.color.palettes import LUT_SIZE
 from farm.color.stats import FrameStats
-from farm.color.yuv import Y_GAIN, add_chroma, palette_planes
+from farm.color.yuv import Y_GAIN, add_chroma
 from farm.raw import RawFrame
 
 F32 = np.float32
@@ -226,7 +226,7 @@ def shade_estimated(raw: RawFrame, stats: FrameStats, planes: np.ndarray, interi
     return out
 
 
-def shade_i420(raw: RawFrame, stats: FrameStats, planes: np.ndarray, interior: int,
+def shade_i420(raw: RawFrame, stats: FrameStats, yuv: np.ndarray, interior: int,
                cycles: float, light: tuple[float, float, float], relief: float, gloss: float,
                luma: slice, chroma: slice, edges: tuple[int, int],
                out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
@@ -236,7 +236,8 @@ def shade_i420(raw: RawFrame, stats: FrameStats, planes: np.ndarray, interior: i
     even width). ``raw``: the band with the rows around it that its colours need;
     ``luma``: the band's rows in ``raw``; ``chroma``: the rows its chroma filter reads
     (:data:`farm.color.yuv.REACH` more on each side, less ``edges`` = (top, bottom)
-    rows missing at the frame's edges).
+    rows missing at the frame's edges). ``yuv``: the palette's planes converted
+    (:func:`farm.color.yuv.palette_planes` of :func:`shade_estimated`'s ``planes``).
 
     Y, Cb and Cr are linear in the colour, so the blend ``c a + t`` becomes
     ``Y(c) a + t'`` with the palette converted once (a grey adds to Y alone): one
@@ -245,7 +246,6 @@ def shade_i420(raw: RawFrame, stats: FrameStats, planes: np.ndarray, interior: i
     :func:`shade_estimated`'s bytes."""
     y, cb, cr = out
     w = y.shape[1]
-    yuv = palette_planes(planes)
     idx, a, t = _shade_terms(raw, stats, interior, cycles, light, relief, gloss,
                              scale=255.0 * Y_GAIN, offset=16.5)
     channel = np.empty(idx[chroma, :w].shape, F32)

@@ -171,12 +171,13 @@ def colour_i420(raw: RawFrame, stats: FrameStats, style: Style, pool: Executor |
     planes = frame.planes
     eh = frame.height
     light = style.light_vector
+    palette = yuv.palette_planes(style.planes)  # once a frame, not once a band
 
     def run(y0: int, y1: int) -> None:
         c0, c1 = max(0, y0 - yuv.REACH), min(eh, y1 + yuv.REACH)  # the chroma filter's rows
         lo, hi = max(0, c0 - style.halo), min(h, c1 + style.halo)
         out = (planes[0][y0:y1], planes[1][y0 // 2:y1 // 2], planes[2][y0 // 2:y1 // 2])
-        shade_i420(raw.rows(lo, hi), stats, style.planes, INTERIOR, style.cycles, light,
+        shade_i420(raw.rows(lo, hi), stats, palette, INTERIOR, style.cycles, light,
                    style.relief, SHADE_GLOSS, slice(y0 - lo, y1 - lo), slice(c0 - lo, c1 - lo),
                    (c0 - (y0 - yuv.REACH), y1 + yuv.REACH - c1), out)
 
