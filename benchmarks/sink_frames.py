@@ -18,8 +18,10 @@ sinks sharing ``--threads`` frame threads, default one video's), joined, then re
 
 Each run also says where its frames' time went (summed over frames, and as a share of
 the wall time): reading the raw channels, the colour statistics (histogram rows),
-colouring, the scheduler blocked writing to the encoder (the encoder is the limit
-while it is), and the first frame's delay.
+colouring, each frame's whole time on its frame thread, the scheduler blocked writing
+to the encoder (the encoder is the limit while it is), and the first frame's delay;
+beside the wall seconds, the frame threads' CPU seconds in the same parts (the rest is
+waiting: for the interpreter's lock, the GPU, a core).
 """
 
 from __future__ import annotations
@@ -75,18 +77,20 @@ class Trace:
         import threading
 
         self.t0 = time.perf_counter()
-        self.parts = {"read": 0.0, "statistics": 0.0}
+        self.parts = {"read": 0.0, "statistics": 0.0, "frame": 0.0}
+        self.cpu = dict.fromkeys(self.parts, 0.0)  # the same, in the frame threads' CPU seconds
         self.first: float | None = None
         self.lock = threading.Lock()
 
     def timed(self, part: str, call):
         def wrapped(*args, **kwargs):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             try:
                 return call(*args, **kwargs)
             finally:
                 with self.lock:
                     self.parts[part] += time.perf_counter() - t
+                    self.cpu[part] += time.thread_time() - c
         return wrapped
 
     def watch(self, sink: FrameSink) -> FrameSink:
@@ -94,6 +98,7 @@ class Trace:
         # (a GPU colourer's frames come as byte planes; their histogram row counts twice)
         sink.store.planes = self.timed("read", sink.store.planes)  # type: ignore[method-assign]
         sink.store.histogram = self.timed("statistics", sink.store.histogram)  # type: ignore[method-assign]
+        sink._frame = self.timed("frame", sink._frame)  # type: ignore[method-assign]  (a frame thread's whole frame)
         write = sink.output.write
 
         def first_write(*args):
@@ -104,7 +109,8 @@ class Trace:
         return sink
 
     def line(self, wall: float, colour_s: float, write_s: float) -> str:
-        parts = ", ".join(f"{k} {v:.1f} s" for k, v in {**self.parts, "colour": colour_s}.items())
+        parts = ", ".join(f"{k} {v:.2f} s" + (f" (CPU {self.cpu[k]:.2f})" if k in self.cpu else "")
+                          for k, v in {**self.parts, "colour": colour_s}.items())
         first = "-" if self.first is None else f"{self.first:.2f} s"
         return (f"  frames' time: {parts}; blocked writing {write_s:.1f} s "
                 f"({write_s / wall:.0%} of the wall); first frame written after {first}")
