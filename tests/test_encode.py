@@ -573,6 +573,7 @@ def test_segments_join_to_the_frames_of_one_encoder(request, tmp_path, which, fp
         pts = sorted(p for _, p in pb)
         assert len(set(np.diff(pts))) == 1  # evenly spaced: no gap or overlap at the joins
         assert video_facts(many) == (frames, w, h, fps)
+        assert colour_tags(many).startswith("yuv420p(tv, smpte170m")  # the join keeps what the stream says
     assert sorted(p.name for p in tmp_path.iterdir()) == ["many0.mp4", "many18.mp4", "one0.mp4", "one18.mp4"]
 
 
@@ -587,6 +588,39 @@ def video_facts(video: Path) -> tuple[int, int, int, float]:
     fps = re.search(r"(\d+(?:\.\d+)?) fps", text)
     assert fps is not None
     return (*probe(video), round(float(fps.group(1)), 2))
+
+
+def colour_tags(video: Path) -> str:
+    """What ffmpeg says of the video stream's planes, e.g. ``yuv420p(tv, smpte170m, progressive)``."""
+    import re
+
+    text = subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-i", str(video)],
+                          capture_output=True, text=True).stderr
+    found = re.search(r"yuv420p\([^)]*\)|yuv420p\b", text)
+    assert found is not None, text
+    return found.group(0)
+
+
+@pytest.mark.parametrize("i420", [True, False])
+def test_the_video_says_which_matrix_its_planes_have(tmp_path, i420):
+    """The stream says BT.601 (smpte170m) at limited range, the conversion the farm and
+    ffmpeg make, whether the encoder is handed planes or RGB; planes go into x264
+    untouched (no conversion on the way: at CRF 0 they decode back bit for bit)."""
+    from farm.color.yuv import from_rgb
+    from farm.encode.ffmpeg import VideoEncoder
+
+    rgb = np.random.default_rng(3).integers(0, 256, (3, 24, 32, 3), np.uint8)
+    planes = [from_rgb(frame) for frame in rgb]
+    encoder = VideoEncoder(VideoSettings(tmp_path / "v.mp4", 10, crf=0, codec="libx264"), 32, 24, i420=i420)
+    for p, frame in zip(planes, rgb, strict=True):
+        encoder.write(p if i420 else frame)
+    video = encoder.close()
+    assert colour_tags(video).startswith("yuv420p(tv, smpte170m")
+    back = subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-v", "error", "-i", str(video), "-f", "rawvideo",
+                           "-pix_fmt", "yuv420p", "-"], capture_output=True, check=True).stdout
+    assert len(back) == 3 * planes[0].data.nbytes
+    if i420:
+        assert back == b"".join(p.data.tobytes() for p in planes)
 
 
 def test_segmented_sink_during_a_render_equals_encode(store, tmp_path):

@@ -156,6 +156,16 @@ def choose_codec(codec: str, width: int, height: int) -> str:
     return "libx264"
 
 
+# What the video's planes are (farm/color/yuv.py, and swscale's default for RGB frames:
+# BT.601's matrix at limited range), said in the stream (H.264's VUI) so that players
+# decode them with that matrix: untagged, many players guess by size and take HD video
+# for BT.709 (mpv does), which shifts greens and oranges. Given before the input too
+# when the frames come as planes, so that ffmpeg takes them as tagged and puts no scale
+# filter between them and the encoder (ffmpeg 9 otherwise does). Primaries and
+# transfer stay unsaid, as before.
+COLOUR_TAGS = ("-colorspace", "smpte170m", "-color_range", "tv")
+
+
 def even_size(width: int, height: int) -> tuple[int, int]:
     ew, eh = width - width % 2, height - height % 2
     if ew == 0 or eh == 0:
@@ -173,7 +183,8 @@ class VideoEncoder:
 
     ``i420``: frames come as the video's planes (:class:`farm.color.yuv.I420`), which
     ffmpeg takes as they are; else as RGB bytes, which it converts (swscale's default,
-    the same matrix). Either way :meth:`write` takes both kinds.
+    the same matrix). Either way :meth:`write` takes both kinds, and the stream says
+    which matrix and range its planes have (COLOUR_TAGS).
 
     Not thread-safe: one thread writes."""
 
@@ -187,12 +198,13 @@ class VideoEncoder:
         self.tmp = partial_path(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.i420 = i420
-        cmd = [ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "rawvideo",
-               "-pix_fmt", "yuv420p" if i420 else "rgb24", "-s", f"{self.width}x{self.height}",
-               "-framerate", str(settings.fps), "-i", "pipe:",
+        cmd = [ffmpeg_binary(), "-hide_banner", "-loglevel", "error", *(COLOUR_TAGS if i420 else ()),
+               "-f", "rawvideo", "-pix_fmt", "yuv420p" if i420 else "rgb24",
+               "-s", f"{self.width}x{self.height}", "-framerate", str(settings.fps), "-i", "pipe:",
                *codec_args(self.codec, settings.crf, settings.preset),
                *(["-threads", str(threads)] if threads else []),
-               "-pix_fmt", "yuv420p", *self._container(faststart, ts_offset), "-y", str(self.tmp)]
+               "-pix_fmt", "yuv420p", *COLOUR_TAGS, *self._container(faststart, ts_offset),
+               "-y", str(self.tmp)]
         # its own process group: a Ctrl-C reaches the farm, which stops ffmpeg itself
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
                                      process_group=0)
