@@ -303,11 +303,29 @@ def test_nvenc_falls_back_to_libx264(store, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ffmpegmod, "try_codec", lambda codec, w, h: "fake encoder failure"
                         if codec == "h264_nvenc" else real(codec, w, h))
     assert ffmpegmod.choose_codec("auto", 64, 48) == "libx264"
-    assert "fake encoder failure" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "fake encoder failure" in said and 'output.codec = "libx264"' in said
     spec = stored_spec(store)
     video = encode_video(store, spec.color, VideoSettings(tmp_path / "fb.mp4", 10, codec="auto"),
                          progress=False)
     assert len(decoded(video)) == FRAMES
+
+
+def test_nvencs_own_reason_is_the_one_said():
+    """What ffmpeg 9.0.2 printed for NVENC on an H200 host (2026-11-26): the reason is
+    the encoder's first line, not the last line ffmpeg adds."""
+    stderr = (
+        "[h264_nvenc @ 0x556f2fb9b240] Driver does not support the required nvenc API version. "
+        "Required: 13.1 Found: 13.0\n"
+        "[h264_nvenc @ 0x556f2fb9b240] The minimum required Nvidia driver for nvenc is 610.00 or newer\n"
+        "[vost#0:0/h264_nvenc @ 0x556f2fb9ad80] [enc:h264_nvenc @ 0x556f2fb9b1c0] Error while opening "
+        "encoder - maybe incorrect parameters such as bit_rate, rate, width or height.\n"
+        "[vost#0:0/h264_nvenc @ 0x556f2fb9ad80] Task finished with error code: -22 (Invalid argument)\n")
+    assert ffmpegmod.codec_problem(stderr, "h264_nvenc", 1) == (
+        "Driver does not support the required nvenc API version. Required: 13.1 Found: 13.0")
+    other = "[out#0/null @ 0x1] Nothing was written into output file\n"
+    assert ffmpegmod.codec_problem(other, "h264_nvenc", 1) == other.strip()
+    assert ffmpegmod.codec_problem("", "h264_nvenc", 234) == "exit status 234"
 
 
 def test_an_ffmpeg_without_nvenc_is_not_asked_to_try_it(monkeypatch, capsys):

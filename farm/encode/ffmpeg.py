@@ -108,8 +108,21 @@ def codec_args(codec: str, crf: int, preset: str) -> list[str]:
     return ["-c:v", "libx264", "-preset", preset, "-crf", str(crf)]
 
 
+def codec_problem(stderr: str, codec: str, returncode: int | None) -> str:
+    """Why ffmpeg could not open ``codec``: the first line the encoder itself printed,
+    without its ``[h264_nvenc @ 0x...]`` prefix (NVENC on a GPU without it, or with too
+    old a driver, says so first and ffmpeg's own lines that follow say only that nothing
+    was written), else :func:`last_line`."""
+    for line in stderr.splitlines():
+        head, sep, rest = line.partition("] ")
+        if sep and head.startswith(f"[{codec} @") and rest.strip():
+            return rest.strip()
+    return last_line(stderr, returncode)
+
+
 def try_codec(codec: str, width: int, height: int) -> str | None:
-    """None if ``codec`` encodes one test frame of this size, else ffmpeg's last line."""
+    """None if ``codec`` encodes one test frame of this size, else why not
+    (:func:`codec_problem`)."""
     cmd = [ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "lavfi",
            "-i", f"color=c=black:s={width}x{height}:r=1", "-frames:v", "1",
            *codec_args(codec, 23, "ultrafast"), "-pix_fmt", "yuv420p", "-f", "null", "-"]
@@ -117,7 +130,7 @@ def try_codec(codec: str, width: int, height: int) -> str | None:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as err:
         return str(err)
-    return None if done.returncode == 0 else last_line(done.stderr, done.returncode)
+    return None if done.returncode == 0 else codec_problem(done.stderr, codec, done.returncode)
 
 
 @functools.cache
@@ -151,8 +164,8 @@ def choose_codec(codec: str, width: int, height: int) -> str:
         problem = try_codec("h264_nvenc", width, height)
         if problem is None:
             return "h264_nvenc"
-        print(f"farm: h264_nvenc does not work here ({problem}); encoding with libx264",
-              file=sys.stderr)
+        print(f"farm: h264_nvenc does not work here ({problem}); encoding with libx264 "
+              f"(output.codec = \"libx264\" skips this test)", file=sys.stderr)
     return "libx264"
 
 
