@@ -158,15 +158,18 @@ def raw_frames(store: Path, shm: Path, frames: range | None = None) -> tuple[Pat
 
 
 def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int, work: Path,
-                 nice: int | str = 0, wide: bool = False) -> float:
+                 nice: int | str = 0, wide: bool = False, pix_fmt: str = "rgb24",
+                 delay: float = 0.0) -> float:
     """Seconds for k ffmpeg processes to encode k contiguous parts of the raw frames
     (``nice``: at that niceness, below what runs beside them; "idle": in Linux's
     SCHED_IDLE class, run only when nothing else wants the core; "cpusA-B": on those
     cores only, the others left to what runs beside them; ``wide``: their pipes widened
-    to 1 MB, as the farm's encoders' are since 38d73dc, farm/pipes.py)."""
+    to 1 MB, as the farm's encoders' are since 38d73dc, farm/pipes.py; ``pix_fmt``:
+    the raw frames' format, ``rgb24`` or ``yuv420p``; ``delay``: seconds between starting
+    the processes and their first frame, counted in the time)."""
     from farm.encode.ffmpeg import ffmpeg_binary
 
-    size = w * h * 3
+    size = w * h * 3 if pix_fmt == "rgb24" else w * h * 3 // 2
     cuts = [frames * i // k for i in range(k + 1)]
     procs = []
     t0, c0 = time.perf_counter(), children_cpu()
@@ -176,7 +179,7 @@ def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int,
                ["taskset", "-c", str(nice)[4:]] if str(nice).startswith("cpus") else
                ["nice", "-n", str(nice)] if nice else [])
         cmd = [*low,
-               ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24",
+               ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", pix_fmt,
                "-s", f"{w}x{h}", "-framerate", str(settings["fps"]), "-i", "pipe:",
                "-c:v", "libx264", "-preset", settings["preset"], "-crf", str(settings["crf"]),
                "-pix_fmt", "yuv420p", "-f", "mp4", "-y", str(work / f"plain{i}.mp4")]
@@ -189,6 +192,7 @@ def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int,
     import threading
 
     def feed(proc, offset, nbytes):
+        time.sleep(max(0.0, t0 + delay - time.perf_counter()))
         with open(raw, "rb") as fh:
             fh.seek(offset)
             left = nbytes

@@ -24,6 +24,11 @@ on the same frames (the store's, coloured as the farm colours them, as raw RGB i
 - ``plain + colouring``: plain ffmpeg with the frame work beside it, in a process of its
   own started at the same moment: the same work packed by the machine itself, with no
   start on the way to the first frame;
+- ``planes + colouring from the floor``: the best packing open to any design of
+  `farm encode` that does the farm's frame work: the frame work in a process of its
+  own from the first moment, and K plain ffmpeg processes given the same frames as
+  ``yuv420p`` planes (no conversion left to ffmpeg, as the farm hands them over since
+  d735b82) from the floor on, every segment at once;
 - ``farm encode``: the command itself (its default segments), and plain / it.
 
 Busy and idle core-seconds come from /proc/stat (benchmarks/busy.py).
@@ -61,6 +66,7 @@ def main() -> None:
     reading = _reading(args.store)
     print(f"reading alone: every frame's planes, zstd undone: {reading:.2f} CPU s", flush=True)
     raw, frames, w, h, settings = raw_frames(args.store, Path("/dev/shm"))
+    planes = _planes(raw, w, h)
     work = Path("/tmp/farm-encode-ceiling")
     work.mkdir(exist_ok=True)
     video = work / "farm.mp4"
@@ -87,13 +93,40 @@ def main() -> None:
                   f"{_cores(b)}; plain / this {plain / both:.2f}", flush=True)
             with Busy() as b:
                 t0 = time.perf_counter()
+                sink = subprocess.Popen([sys.executable, str(HERE / "sink_frames.py"), str(args.store)],
+                                        stdout=subprocess.PIPE, text=True)
+                plain_planes = plain_ffmpeg(planes, frames, w, h, settings, args.k, work, pix_fmt="yuv420p",
+                                            delay=floor)
+                sink.communicate()
+                packed = time.perf_counter() - t0
+            print(f"  planes + colouring from the floor: {packed:.2f} s (plain on planes "
+                  f"{plain_planes:.2f} s, {floor:.2f} of it waiting), {_cores(b)}; "
+                  f"plain / this {plain / packed:.2f}", flush=True)
+            with Busy() as b:
+                t0 = time.perf_counter()
                 cmd = [sys.executable, "-m", "farm", "encode", str(args.store), "--video", str(video)]
                 subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
                 farm = time.perf_counter() - t0
             print(f"  farm encode: {farm:.2f} s, {_cores(b)}; plain / this {plain / farm:.2f}", flush=True)
     finally:
         raw.unlink()
+        planes.unlink()
         video.unlink(missing_ok=True)
+
+
+def _planes(raw: Path, w: int, h: int) -> Path:
+    """The raw RGB frames as yuv420p planes, converted as the farm converts them
+    (farm/color/yuv.py), beside them."""
+    import numpy as np
+
+    from farm.color.yuv import from_rgb
+
+    out = raw.with_suffix(".yuv")
+    frame = w * h * 3
+    with open(raw, "rb") as src, open(out, "wb") as dst:
+        while chunk := src.read(frame):
+            dst.write(from_rgb(np.frombuffer(chunk, np.uint8).reshape(h, w, 3)).data.tobytes())
+    return out
 
 
 def _reading(store: Path) -> float:
