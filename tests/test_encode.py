@@ -326,6 +326,7 @@ def test_nvencs_own_reason_is_the_one_said():
     other = "[out#0/null @ 0x1] Nothing was written into output file\n"
     assert ffmpegmod.codec_problem(other, "h264_nvenc", 1) == other.strip()
     assert ffmpegmod.codec_problem("", "h264_nvenc", 234) == "exit status 234"
+    assert ffmpegmod.last_line("", -11) == "killed by SIGSEGV"
 
 
 def test_an_ffmpeg_without_nvenc_is_not_asked_to_try_it(monkeypatch, capsys):
@@ -593,6 +594,29 @@ def test_segments_join_to_the_frames_of_one_encoder(request, tmp_path, which, fp
         assert video_facts(many) == (frames, w, h, fps)
         assert colour_tags(many).startswith("yuv420p(tv, smpte170m")  # the join keeps what the stream says
     assert sorted(p.name for p in tmp_path.iterdir()) == ["many0.mp4", "many18.mp4", "one0.mp4", "one18.mp4"]
+
+
+def test_the_join_survives_an_ffmpeg_that_its_character_sets_crash(store, tmp_path, monkeypatch):
+    """imageio-ffmpeg's static ffmpeg 4.2.2 (its wheels up to 0.5.1) crashes reading
+    MPEG-TS on a newer C library as it loads the system's character-set modules
+    (Debian 12: a segmentation fault at the join, after every segment was encoded). A
+    stand-in crashes the same way unless GCONV_PATH leaves it no modules to load; the
+    segments still join into one encoder's frames."""
+    real = ffmpegmod.ffmpeg_binary()
+    fake = tmp_path / "ffmpeg"
+    fake.write_text('#!/bin/sh\ncase " $* " in *" -f mpegts -i "*)\n'
+                    '  if [ -z "$GCONV_PATH" ] || [ -e "$GCONV_PATH/gconv-modules" ]; then\n'
+                    '    kill -SEGV $$\n  fi;;\n'
+                    f'esac\nexec "{real}" "$@"\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(ffmpegmod, "ffmpeg_binary", lambda: str(fake))
+    monkeypatch.delenv("GCONV_PATH", raising=False)
+    spec = stored_spec(store)
+    one = encode_video(store, spec.color, VideoSettings(tmp_path / "one.mp4", 25, crf=0), progress=False,
+                       segments=1)
+    many = encode_video(store, spec.color, VideoSettings(tmp_path / "many.mp4", 25, crf=0), progress=False,
+                        segments=2)
+    assert decoded(many) == decoded(one) and len(decoded(one)) == FRAMES
 
 
 def video_facts(video: Path) -> tuple[int, int, int, float]:

@@ -23,6 +23,7 @@ import functools
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -90,9 +91,16 @@ class VideoSettings:
 
 def last_line(stderr: str, returncode: int | None) -> str:
     """What an ffmpeg run that failed says: its last line of error output, or its exit
-    status when it printed nothing."""
+    status when it printed nothing (the signal that ended it, if one did)."""
     lines = stderr.strip().splitlines()
-    return lines[-1] if lines else f"exit status {returncode}"
+    if lines:
+        return lines[-1]
+    if returncode is not None and returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            pass
+    return f"exit status {returncode}"
 
 
 def partial_path(video: Path) -> Path:

@@ -170,8 +170,14 @@ class Joiner:
                "-map", "0", "-c", "copy", "-bsf:v", f"{JOIN_FILTER}=remove_types=9",
                "-video_track_timescale", str(mp4_timescale(fps)), "-movflags", "+faststart",
                "-f", "mp4", "-y", str(self.tmp)]
-        # its own process group: a Ctrl-C reaches the farm, which stops ffmpeg itself
-        self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=self._errors, process_group=0)
+        # its own process group: a Ctrl-C reaches the farm, which stops ffmpeg itself.
+        # GCONV_PATH: a statically linked ffmpeg (imageio-ffmpeg's 4.2.2, wheels up to
+        # 0.5.1) reading MPEG-TS converts the stream's service names with the C library's
+        # iconv, which loads the system's character-set modules; those of a newer C library
+        # crash it (a segmentation fault on Debian 12's glibc 2.36, at the join, after every
+        # segment was encoded). The join needs no conversion, so it gets none to load.
+        self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=self._errors, process_group=0,
+                                      env={**os.environ, "GCONV_PATH": os.devnull})
         pipes.widen(self._proc.stdin)  # the segments' bytes in 1 MB writes
         self._thread = threading.Thread(target=self._feed, name="farm-join", daemon=True)
         self._thread.start()
