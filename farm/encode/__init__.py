@@ -105,7 +105,7 @@ def open_video_sink(store_path: str | os.PathLike[str], color, video: VideoSetti
         silent = replace(video, path=silent_path(video.path), audio=None)
         inner = open_video_sink(store_path, color, silent, progress=progress, colourer=colourer,
                                 segments=segments)
-        return SoundtrackSink(inner, video.path, video.audio)
+        return SoundtrackSink(inner, video.path, video.audio, seconds=frames / video.fps)
     count = 1 if frames == 1 else segments or segment_count(frames, video.fps, expmap)
     if count > 1 and len(boundaries(frames, count, video.fps)) > 2:
         return SegmentedSink(store_path, video, size, style, color.smoothing, frames, count,

@@ -3,10 +3,16 @@
 The video is made as always (one encoder or joined segments), but under a hidden
 silent name beside the video (:func:`silent_path`); when it is complete,
 :func:`mux` copies its video stream and encodes the track as AAC (192 kb/s) into the
-video's partial name (``.NAME.partial.mp4``), ending with the shorter of the two
-(``-shortest``), and renames it into place. So a video under its final name is
-always complete and has its sound; an interrupted or failed run leaves neither the
-silent nor the partial file.
+video's partial name (``.NAME.partial.mp4``), ending with the shorter of the two, and
+renames it into place. Where the track is the longer (the usual case, and
+``duration = "audio"``'s), it is read only as far as the video's length (``-t`` on
+the track), rather than cut by ffmpeg's ``-shortest``, with which ffmpeg 4.2.2
+(imageio-ffmpeg's wheels up to 0.5.1) stopped at the video's end with the last ~0.25 s
+of sound still queued (a 3 s video got 2.76 s of its track). A shorter track still
+cuts the video through ``-shortest``: exactly with ffmpeg 9, two frames (x264's
+B-frame delay) after the track's end with 4.2.2; an output ``-t`` kept those two
+frames with ffmpeg 9 too. So a video under its final name is always complete and has
+its sound; an interrupted or failed run leaves neither the silent nor the partial file.
 
 :class:`SoundtrackSink` wraps a frame sink (its ``finish`` ends with the mux);
 :func:`farm.encode.open_video_sink` hands it out when the settings name a track.
@@ -21,6 +27,7 @@ import contextlib
 import os
 import re
 import subprocess
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,13 +86,19 @@ def check(spec: JobSpec) -> float | None:
     return track_seconds(spec.output.audio)
 
 
-def mux(silent: Path, audio: str | os.PathLike[str], video: Path) -> Path:
+def mux(silent: Path, audio: str | os.PathLike[str], video: Path, video_s: float | None = None,
+        track_s: float | None = None) -> Path:
     """``video``: ``silent``'s video stream (copied) with ``audio`` as AAC, as long as
-    the shorter of the two; written as its partial file and renamed into place."""
+    the shorter of the two; written as its partial file and renamed into place. With
+    both lengths known (seconds) and the track the longer, the track is read only as
+    far as the video's length; else ffmpeg's ``-shortest`` cuts (see the module's
+    docstring)."""
     tmp = partial_path(video)
+    longer = video_s is not None and track_s is not None and track_s >= video_s
     cmd = [ffmpeg_binary(), "-hide_banner", "-loglevel", "error", "-nostdin", "-i", str(silent),
-           "-i", str(audio), "-map", "0:v:0", "-map", "1:a:0", "-c:v", "copy", "-c:a", "aac",
-           "-b:a", AAC_BITRATE, "-shortest", "-movflags", "+faststart", "-f", "mp4", "-y", str(tmp)]
+           *(["-t", f"{video_s:.6f}"] if longer else []), "-i", str(audio),
+           "-map", "0:v:0", "-map", "1:a:0", "-c:v", "copy", "-c:a", "aac", "-b:a", AAC_BITRATE,
+           *([] if longer else ["-shortest"]), "-movflags", "+faststart", "-f", "mp4", "-y", str(tmp)]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", check=False)
         if done.returncode != 0:
@@ -101,11 +114,21 @@ def mux(silent: Path, audio: str | os.PathLike[str], video: Path) -> Path:
 class SoundtrackSink:
     """A frame sink (:class:`~farm.encode.sink.FrameSink` or
     :class:`~farm.encode.segments.SegmentedSink`) writing the silent video, whose
-    :meth:`finish` adds the soundtrack and puts the video at ``video``."""
+    :meth:`finish` adds the soundtrack and puts the video at ``video``. ``seconds``: the
+    video's length (frames / fps); the track's is measured meanwhile, on a thread, for
+    :func:`mux`."""
 
-    def __init__(self, inner: Any, video: str | os.PathLike[str], audio: str | os.PathLike[str]):
+    def __init__(self, inner: Any, video: str | os.PathLike[str], audio: str | os.PathLike[str],
+                 seconds: float | None = None):
         self.inner = inner
-        self.video, self.audio = Path(video), audio
+        self.video, self.audio, self.seconds = Path(video), audio, seconds
+        self._track: list[float] = []
+        self._measure = threading.Thread(target=self._measure_track, name="farm-track", daemon=True)
+        self._measure.start()
+
+    def _measure_track(self) -> None:
+        with contextlib.suppress(SpecError):  # (checked before any work: mux then says what fails)
+            self._track.append(track_seconds(self.audio))
 
     @property
     def color_s(self) -> float:
@@ -128,7 +151,8 @@ class SoundtrackSink:
         silent: Path | None = None
         try:
             silent = Path(self.inner.finish())
-            return mux(silent, self.audio, self.video)
+            self._measure.join()
+            return mux(silent, self.audio, self.video, self.seconds, self._track[0] if self._track else None)
         except BaseException:
             self.abort()
             raise
