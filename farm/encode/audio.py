@@ -4,15 +4,16 @@ The video is made as always (one encoder or joined segments), but under a hidden
 silent name beside the video (:func:`silent_path`); when it is complete,
 :func:`mux` copies its video stream and encodes the track as AAC (192 kb/s) into the
 video's partial name (``.NAME.partial.mp4``), ending with the shorter of the two, and
-renames it into place. Where the track is the longer (the usual case, and
-``duration = "audio"``'s), it is read only as far as the video's length (``-t`` on
-the track), rather than cut by ffmpeg's ``-shortest``, with which ffmpeg 4.2.2
-(imageio-ffmpeg's wheels up to 0.5.1) stopped at the video's end with the last ~0.25 s
-of sound still queued (a 3 s video got 2.76 s of its track). A shorter track still
-cuts the video through ``-shortest``: exactly with ffmpeg 9, two frames (x264's
-B-frame delay) after the track's end with 4.2.2; an output ``-t`` kept those two
-frames with ffmpeg 9 too. So a video under its final name is always complete and has
-its sound; an interrupted or failed run leaves neither the silent nor the partial file.
+renames it into place. Where the track is the longer (the usual case, and that of
+``duration = "audio"``), it is read only as far as the video's length (``-t`` on the
+track), rather than cut by ffmpeg's ``-shortest``, with which ffmpeg 4.2.2 (imageio-ffmpeg's
+wheels up to 0.5.1) stopped at the video's end with the last ~0.25 s of sound still
+queued (a 3 s video got 2.76 s of its track). A shorter track still cuts the video
+through ``-shortest``: exactly with ffmpeg 9, a few frames after the track's end with
+older ones (two at 10 fps with 4.2.2, three with Debian 12's 5.1); an output ``-t``
+kept two frames too many (x264's B-frame delay) with ffmpeg 9 too. So a video under
+its final name is always complete and has its sound; an interrupted or failed run
+leaves neither the silent nor the partial file.
 
 :class:`SoundtrackSink` wraps a frame sink (its ``finish`` ends with the mux);
 :func:`farm.encode.open_video_sink` hands it out when the settings name a track.
