@@ -25,6 +25,7 @@ rendering (``farm render``, ``validate``, ``resume``, ``encode``), and gives
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import subprocess
@@ -51,11 +52,20 @@ def silent_path(video: str | os.PathLike[str]) -> Path:
 
 def track_seconds(path: str | os.PathLike[str]) -> float:
     """The length in seconds of the first audio stream of ``path``, by decoding all of
-    it with ffmpeg (a file it cannot read is found here, not after the render).
-    SpecError naming output.audio when the file is missing, unreadable or silent."""
+    it with ffmpeg (a file it cannot read is found here, not after the render), once a
+    process for each version of the file. SpecError naming output.audio when the file
+    is missing, unreadable or silent."""
     p = Path(path)
     if not p.is_file():
         raise SpecError(FIELD, f"{path} does not exist" if not p.exists() else f"{path} is not a file")
+    st = p.stat()
+    return _decoded_seconds(str(p.resolve()), st.st_mtime_ns, st.st_size, str(path))
+
+
+@functools.lru_cache(maxsize=16)
+def _decoded_seconds(p: str, _mtime_ns: int, _size: int, path: str) -> float:
+    """:func:`track_seconds` of the file ``p`` as it is at that time and size (``path``:
+    as the user named it, for the errors)."""
     cmd = [ffmpeg_binary(), "-hide_banner", "-nostdin", "-i", str(p), "-map", "0:a:0", "-f", "null", "-"]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600,
