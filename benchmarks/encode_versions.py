@@ -76,10 +76,8 @@ def main() -> None:
                     t = plain_ffmpeg(raw, frames, w, h, settings, args.k, work, wide=wide)
                 print(f"round {r + 1}, plain ffmpeg K={args.k}{', pipes widened' if wide else ''}: "
                       f"{t:.2f} s; {cores(b)}", flush=True)
-            names = list(versions)
-            order = (names if r % 2 == 0 else names[::-1]) if len(names) == 2 else \
-                names[r % len(names):] + names[:r % len(names)]
-            for name in order:
+            names = list(versions)  # rotated each round (two versions: alternated)
+            for name in names[r % len(names):] + names[:r % len(names)]:
                 path, extra = versions[name]
                 video = work / f"{name}.mp4"
                 video.unlink(missing_ok=True)

@@ -106,15 +106,18 @@ def from_rgb(rgb: np.ndarray) -> I420:
     frame = I420.empty(ew, eh)
     y, u, v = frame.planes
     f = rgb[:eh, :ew].astype(F32)
-    for k, out, offset in ((KY, y, 16.5), (KU, u, 0.0), (KV, v, 0.0)):
+
+    def dot(k: np.ndarray) -> np.ndarray:  # float32 (H, W): the row k of the matrix . rgb
         acc = f[..., 0] * F32(k[0])
         acc += f[..., 1] * F32(k[1])
         acc += f[..., 2] * F32(k[2])
-        if out is y:
-            acc += F32(offset)
-            np.copyto(y, acc, casting="unsafe")
-        else:
-            add_chroma(acc, out, REACH, REACH)
+        return acc
+
+    luma = dot(KY)
+    luma += F32(16.5)
+    np.copyto(y, luma, casting="unsafe")
+    add_chroma(dot(KU), u, REACH, REACH)
+    add_chroma(dot(KV), v, REACH, REACH)
     return frame
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from farm import pipes
-from farm.color.yuv import I420, from_rgb
+from farm.color.yuv import I420, even, from_rgb
 from farm.compute.nodes import nvidia_present
 from farm.errors import FarmError, UsageError
 
@@ -188,7 +188,8 @@ COLOUR_TAGS = ("-colorspace", "smpte170m", "-color_range", "tv")
 
 
 def even_size(width: int, height: int) -> tuple[int, int]:
-    ew, eh = width - width % 2, height - height % 2
+    """The video's size (:func:`farm.color.yuv.even`); UsageError below 2x2."""
+    ew, eh = even(width, height)
     if ew == 0 or eh == 0:
         raise UsageError(f"image.size {width}x{height}: a video needs at least 2x2 pixels")
     return ew, eh
