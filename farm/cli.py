@@ -29,6 +29,68 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def number(kind: type, lo: float, hi: float):
+    """An argparse type: ``kind`` (int or float) from ``lo`` to ``hi``; anything else
+    (NaN too) is argparse's one-line error, exit 2."""
+    what = "an integer" if kind is int else "a number"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {lo:g} to {hi:g}")
+        return value
+
+    return parse
+
+
+def image_size(lo: int = 1, hi: int | None = None):
+    """An argparse type: ``WxH`` in pixels, each side from ``lo`` to ``hi`` (default: the
+    job spec's bounds, farm.spec.MAX_SIDE and MAX_PIXELS)."""
+
+    def parse(text: str) -> tuple[int, int]:
+        from farm.spec import MAX_PIXELS, MAX_SIDE
+
+        top = MAX_SIDE if hi is None else hi
+        parts = text.lower().split("x")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise argparse.ArgumentTypeError(f"{text!r} is not WxH (like 1920x1080)")
+        w, h = (int(p) for p in parts)
+        if not (lo <= w <= top and lo <= h <= top):
+            raise argparse.ArgumentTypeError(f"{text}: each side from {lo} to {top} pixels")
+        if w * h > MAX_PIXELS:
+            raise argparse.ArgumentTypeError(f"{text} is {w * h} pixels; at most {MAX_PIXELS}")
+        return (w, h)
+
+    return parse
+
+
+def job_key(kind: type, key: str):
+    """An argparse type: ``kind`` checked by the job spec's own rule for ``key``
+    ("section.name", farm.spec.SCHEMA), so an option and its job key take the same values."""
+
+    def parse(text: str):
+        from farm.errors import SpecError
+        from farm.spec import SCHEMA
+
+        section, name = key.split(".")
+        try:
+            return SCHEMA[section][name][0](kind(text), key)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        except SpecError as err:
+            raise argparse.ArgumentTypeError(f"{err.message} (as {key})") from None
+
+    return parse
+
+
+FRAMES = job_key(int, "animation.frames")
+FPS = job_key(int, "animation.fps")
+SECONDS = number(float, 0.001, 100_000.0)
+
+
 def _add_render_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--video", metavar="P", help="video path (default: output.video of the job)")
     p.add_argument("--no-video", action="store_true", help="render only; encode later")
@@ -36,13 +98,13 @@ def _add_render_options(p: argparse.ArgumentParser) -> None:
                    help="auto | gpu | cpu | P:D as listed by `farm devices` (env FARM_DEVICE)")
     p.add_argument("--share-devices", action="store_true",
                    help="allow more workers than devices on a node (CPU/PoCL runs)")
-    p.add_argument("--workers", type=int, metavar="N",
+    p.add_argument("--workers", type=number(int, 1, 1024), metavar="N",
                    help="worker threads in one process (default: one per GPU, else 1; under "
                    "mpiexec the ranks are the workers)")
     p.add_argument("--verify", action="store_true",
                    help="check every stored tile's checksum before resuming (tiles written "
                    "after the store's last sync are always checked)")
-    p.add_argument("--sync-every", type=float, default=10.0, metavar="S",
+    p.add_argument("--sync-every", type=number(float, 0, 86400), default=10.0, metavar="S",
                    help="seconds between fdatasyncs of the store (default 10): what a power "
                    "loss can cost; a killed process loses nothing written")
     p.add_argument("--ignore-free-space", action="store_true",
@@ -51,13 +113,13 @@ def _add_render_options(p: argparse.ArgumentParser) -> None:
                    "interrupt)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     g = p.add_argument_group("scheduling")
-    g.add_argument("--depth", type=int, default=32,
+    g.add_argument("--depth", type=number(int, 1, 4096), default=32,
                    help="most tiles a worker holds: queued, on its device, being packed (default 32; "
                    "each worker asks for what it can use)")
-    g.add_argument("--attempts", type=int, default=3, help="attempts per tile (default 3)")
-    g.add_argument("--worker-timeout", type=float, default=300.0, metavar="S",
+    g.add_argument("--attempts", type=number(int, 1, 1000), default=3, help="attempts per tile (default 3)")
+    g.add_argument("--worker-timeout", type=number(float, 0.01, 86400), default=300.0, metavar="S",
                    help="seconds a busy worker may stay silent (default 300)")
-    g.add_argument("--grace", type=float, default=30.0, metavar="S",
+    g.add_argument("--grace", type=number(float, 0, 86400), default=30.0, metavar="S",
                    help="seconds to collect tiles in flight after a signal (default 30)")
 
 
@@ -69,21 +131,21 @@ def _add_color_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--method", help="shade | histogram | smooth | distance")
     g.add_argument("--palette", help="built-in palette (classic, fire, ice, gray) or gradient "
                    "file (.json, .txt)")
-    g.add_argument("--cycles", type=float, help="palette repetitions over the equalised range")
-    g.add_argument("--smoothing", type=int, help="frames on each side whose histograms are averaged")
-    g.add_argument("--density", type=float, help="smooth: palette cycles per e-fold of escape time")
-    g.add_argument("--line-width", type=float, help="distance: filament width in output pixels")
+    g.add_argument("--cycles", type=job_key(float, "color.cycles"), help="palette repetitions over the equalised range")
+    g.add_argument("--smoothing", type=job_key(int, "color.smoothing"), help="frames on each side whose histograms are averaged")
+    g.add_argument("--density", type=job_key(float, "color.density"), help="smooth: palette cycles per e-fold of escape time")
+    g.add_argument("--line-width", type=job_key(float, "color.line_width"), help="distance: filament width in output pixels")
     g.add_argument("--light", metavar="AZ,EL", help="shade: light azimuth and elevation, degrees")
 
 
 def _add_location_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("a location as the job (Kalles Fraktaler .kfr, Fraktaler-3 .toml, or "
                              "their PNG or EXR images)")
-    g.add_argument("--size", metavar="WxH", help="image size (default: the location's, else 1920x1080)")
-    g.add_argument("--frames", type=int, metavar="N", help="frames of the zoom (default: two "
+    g.add_argument("--size", type=image_size(), metavar="WxH", help="image size (default: the location's, else 1920x1080)")
+    g.add_argument("--frames", type=FRAMES, metavar="N", help="frames of the zoom (default: two "
                    "octaves of zoom per second)")
-    g.add_argument("--seconds", type=float, metavar="S", help="the video's length instead of --frames")
-    g.add_argument("--fps", type=int, metavar="N", help="frames per second (default 30)")
+    g.add_argument("--seconds", type=SECONDS, metavar="S", help="the video's length instead of --frames")
+    g.add_argument("--fps", type=FPS, metavar="N", help="frames per second (default 30)")
     g.add_argument("--from-width", metavar="W", help="the first frame's width (default 4): the "
                    "zoom goes from it to the location's view")
     g.add_argument("--max-iter", metavar="M", help="auto (default), source (the location's "
@@ -155,8 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--video", metavar="P",
                    help="video path, .mp4 (default: output.video of the store's job, or of --job; "
                    "with other colours than the video there, beside it: NAME.ice.mp4)")
-    p.add_argument("--fps", type=int, help="frames per second (default: animation.fps)")
-    p.add_argument("--crf", type=int, help="quality, 0-51, lower is better (default: output.crf)")
+    p.add_argument("--fps", type=FPS, help="frames per second (default: animation.fps)")
+    p.add_argument("--crf", type=job_key(int, "output.crf"), help="quality, 0-51, lower is better (default: output.crf)")
     p.add_argument("--preset", help="x264 preset, ultrafast .. veryslow (default: output.preset)")
     p.add_argument("--codec", help="auto | libx264 | h264_nvenc (default: output.codec)")
     p.add_argument("--audio", metavar="TRACK", help="a soundtrack to mux in as AAC, any format "
@@ -174,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR",
                    help="directory for the OpenEXR files (created if needed)")
     p.add_argument("--stem", default="expmap", help="file name stem (default: expmap)")
-    p.add_argument("--inner-octaves", type=int, metavar="N",
+    p.add_argument("--inner-octaves", type=number(int, 0, 4096), metavar="N",
                    help="octaves below the strip from the centre image (default: down to one "
                    "pixel of the deepest frame)")
 
@@ -195,11 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job", metavar="JOB.toml", help="a job file, or a location file (see below)")
     p.add_argument("--out", metavar="PNG", help="the sheet (default: the video's path with "
                    ".preview.png)")
-    p.add_argument("--width", type=int, default=256, metavar="PX",
+    p.add_argument("--width", type=number(int, 16, 4096), default=256, metavar="PX",
                    help="width of each frame in pixels (default 256)")
-    p.add_argument("--count", type=int, default=6, metavar="N",
+    p.add_argument("--count", type=number(int, 2, 64), default=6, metavar="N",
                    help="frames shown for a job without keys (default 6)")
-    p.add_argument("--iter-cap", type=int, metavar="N", help="at most N iterations a pixel "
+    p.add_argument("--iter-cap", type=number(int, 1, 10_000_000), metavar="N", help="at most N iterations a pixel "
                    "(faster; pixels escaping later turn black)")
     p.add_argument("--device", metavar="SEL", help="auto | gpu | cpu | P:D (env FARM_DEVICE)")
     _add_location_options(p)
@@ -252,9 +314,9 @@ def _add_find_parser(sub) -> None:
                    "point still has the digits --depth needs")
     p.add_argument("--out", metavar="JOB.toml", help="job file to write (not overwritten)")
     p.add_argument("--from-width", default="4", metavar="W", help="the first frame's width (default 4)")
-    p.add_argument("--size", default="1920x1080", metavar="WxH", help="image size (default 1920x1080)")
-    p.add_argument("--frames", type=int, default=600, help="frames of the zoom (default 600)")
-    p.add_argument("--fps", type=int, default=30, help="frames per second (default 30)")
+    p.add_argument("--size", type=image_size(16, 16384), default="1920x1080", metavar="WxH", help="image size (default 1920x1080)")
+    p.add_argument("--frames", type=FRAMES, default=600, help="frames of the zoom (default 600)")
+    p.add_argument("--fps", type=FPS, default=30, help="frames per second (default 30)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
@@ -269,9 +331,6 @@ def _render_options(args: argparse.Namespace):
     from farm.run import RenderOptions
     from farm.schedule.master import MasterOptions
 
-    for name in ("depth", "attempts", "workers"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise UsageError(f"--{name}: must be at least 1, got {getattr(args, name)}")
     return RenderOptions(
         device=selector_from_env(args.device), share_devices=args.share_devices,
         workers=args.workers,
@@ -496,8 +555,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if not args.stem or "/" in args.stem:
         raise UsageError(f"--stem: {args.stem!r} must be a file name without '/'")
-    if args.inner_octaves is not None and not 0 <= args.inner_octaves <= 4096:
-        raise UsageError(f"--inner-octaves: {args.inner_octaves} is out of range: 0 to 4096")
     openexr()  # the binding is there before anything is read or written
     with Store(args.store) as store:
         if not store.expmap:
@@ -525,12 +582,6 @@ def cmd_preview(args: argparse.Namespace) -> int:
     from farm.compute.device import selector_from_env
     from farm.preview import render_preview
 
-    if not 16 <= args.width <= 4096:
-        raise UsageError(f"--width: {args.width} is out of range: 16 to 4096")
-    if not 2 <= args.count <= 64:
-        raise UsageError(f"--count: {args.count} is out of range: 2 to 64")
-    if args.iter_cap is not None and args.iter_cap < 1:
-        raise UsageError(f"--iter-cap: {args.iter_cap} must be at least 1")
     with tempfile.TemporaryDirectory(prefix="farm-preview-palette-") as tmp:
         job = film.load_job(args, palette_beside=tmp + "/")  # a location's palette, while it renders
         out = Path(args.out) if args.out else Path(job.output.video).with_suffix(".preview.png")

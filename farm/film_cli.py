@@ -16,14 +16,8 @@ def job_options(args: argparse.Namespace):
     """The location options as farm.locations.job.JobOptions."""
     from farm.locations.job import JobOptions
 
-    size = None
-    if args.size is not None:
-        try:
-            w, h = (int(v) for v in args.size.lower().split("x"))
-        except ValueError:
-            raise UsageError(f"--size: {args.size!r} is not WxH (like 1920x1080)") from None
-        size = (w, h)
-    return JobOptions(size=size, frames=args.frames, seconds=args.seconds, fps=args.fps or 30,
+    fps = 30 if args.fps is None else args.fps
+    return JobOptions(size=args.size, frames=args.frames, seconds=args.seconds, fps=fps,
                       start_width=args.from_width or "4", max_iter=args.max_iter or "auto")
 
 

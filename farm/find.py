@@ -374,14 +374,6 @@ def _log2(value: Decimal) -> float:
     return float(value.log10()) * LOG2_10
 
 
-def _size(text: str) -> tuple[int, int]:
-    parts = text.lower().split("x")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts) or not all(
-            16 <= int(p) <= 16384 for p in parts):
-        raise UsageError(f"--size: {text!r} must be WxH, each from 16 to 16384 (like 1920x1080)")
-    return int(parts[0]), int(parts[1])
-
-
 def run(args) -> int:
     """``farm find`` (farm/cli.py): check the options, find the target, write the job."""
     import sys
@@ -402,9 +394,7 @@ def run(args) -> int:
         raise UsageError(f"--depth: {args.depth} must be below --view ({args.view})")
     if not depth < first:
         raise UsageError(f"--depth: {args.depth} must be below --from-width ({args.from_width})")
-    if args.frames < 1 or args.fps < 1:
-        raise UsageError("--frames and --fps must be at least 1")
-    size = _size(args.size)
+    size = args.size  # WxH, checked by the parser (farm/cli.py)
     out = Path(args.out) if args.out else None
     if out is not None:
         if out.suffix != ".toml":
