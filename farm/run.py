@@ -213,7 +213,7 @@ def _bcast_references(comm, refs: References | None) -> References | None:
     """References from rank 0 to every rank: metadata pickled, the orbits as one
     buffer."""
     meta, orbits = pack(refs) if refs is not None else (None, None)
-    meta = comm.bcast(meta, root=0)
+    meta = transport.quiet_bcast(comm, meta)
     if meta is None:
         return None
     orbits = transport.bcast_array(comm, orbits)
@@ -516,10 +516,10 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
             clstart.prepare_contexts([bound[1]])  # while the master computes the references
         except FarmError as err:
             problem = (type(err).__name__, f"rank {comm.Get_rank()} on {host}: {err}")
-    problems = [p for p in comm.gather(problem, root=0) or [] if p]
+    problems = [p for p in transport.quiet_gather(comm, problem) or [] if p]
     if comm.Get_rank() != 0:
         try:
-            plan, codec = comm.bcast(None, root=0)
+            plan, codec = transport.quiet_bcast(comm)
             if plan is not None:
                 refs = _bcast_references(comm, None)
                 if bound is not None:
@@ -548,7 +548,7 @@ def _render_mpi(comm, job, options: RenderOptions) -> int:
         held.close()
         raise
     finally:
-        comm.bcast((plan, codec), root=0)  # a None plan tells the workers to go home
+        transport.quiet_bcast(comm, (plan, codec))  # a None plan tells the workers to go home
     with held:
         _bcast_references(comm, refs)
         link = transport.MpiMaster(comm, plan.channels)

@@ -118,12 +118,81 @@ def checkout_env(extra: dict | None = None) -> dict:
     return env
 
 
+# Processes a test starts end with the test, pass or fail: `start` and `run` put each in a
+# process group of its own and remember it; after every test, whatever is left of them
+# (their children too: mpiexec's ranks run in sessions of their own) is killed.
+_STARTED: list[subprocess.Popen] = []
+
+
+def start(cmd, **kwargs) -> subprocess.Popen:
+    """``subprocess.Popen(cmd, **kwargs)``, ended with the test that started it."""
+    proc = subprocess.Popen(cmd, start_new_session=True, **kwargs)
+    _STARTED.append(proc)
+    return proc
+
+
+def run(cmd, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, capture_output=True, text=True)``, ended with the test;
+    past ``timeout`` (a guard against a hang, not a measure of speed) the whole process
+    tree is killed and TimeoutExpired raised."""
+    kwargs.pop("capture_output", None)
+    kwargs.pop("text", None)
+    proc = start(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        end_process_tree(proc)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (from /proc), children first."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                parents.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def end_process_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc``, its process group and every descendant; reap ``proc``."""
+    import signal
+
+    for pid in [proc.pid, *_descendants(proc.pid)]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        proc.communicate(timeout=30)
+
+
+@pytest.fixture(autouse=True)
+def _end_started_processes():
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None or _descendants(proc.pid):
+            end_process_tree(proc)
+        else:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, 9)  # a daemonised child left in the group
+
+
 def run_farm(*args: str, cwd: Path | None = None, env: dict | None = None,
              timeout: float = 600) -> subprocess.CompletedProcess:
     """``python -m farm ARGS`` in a subprocess (as a user runs it), from this checkout
     whatever ``cwd`` is (an installed copy of the farm would otherwise win there)."""
-    return subprocess.run([sys.executable, "-m", "farm", *args], cwd=cwd, env=checkout_env(env),
-                          capture_output=True, text=True, timeout=timeout)
+    return run([sys.executable, "-m", "farm", *args], cwd=cwd, env=checkout_env(env), timeout=timeout)
 
 
 def assert_same_datasets(a: Path, b: Path, names) -> None:
@@ -256,8 +325,17 @@ def tiles_done(store: Path) -> int:
 SLOW = {"FARM_TEST_TILE_DELAY": "0.005"}
 
 
-def wait_for_tiles(proc: subprocess.Popen, store: Path, at_least: int, timeout: float = 120) -> int:
-    """Wait until the render ``proc`` has stored ``at_least`` tiles; fail if it ends first."""
+def hold_at(tiles: int, until: Path | None = None) -> dict:
+    """The environment of a render that stops taking results once ``tiles`` are on their
+    way to the store, until it gets a stop signal or the file ``until`` exists
+    (farm/schedule/master.py): a test then catches it mid-way however fast or slow the
+    machine is."""
+    return {"FARM_TEST_HOLD_AT": f"{tiles}:{until}" if until else str(tiles)}
+
+
+def wait_for_tiles(proc: subprocess.Popen, store: Path, at_least: int, timeout: float = 1800) -> int:
+    """Wait until the render ``proc`` has stored ``at_least`` tiles; fail if it ends first.
+    ``timeout`` only guards against a hang: a slow machine is no failure."""
     import time
 
     deadline = time.monotonic() + timeout

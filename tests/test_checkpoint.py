@@ -19,7 +19,15 @@ from pathlib import Path
 
 import h5py
 import pytest
-from conftest import SLOW, assert_same_datasets, run_farm, tiles_done, wait_for_tiles
+from conftest import (
+    SLOW,
+    assert_same_datasets,
+    hold_at,
+    run_farm,
+    tiles_done,
+    wait_for_tiles,
+)
+from conftest import start as start_process
 
 from farm.errors import EXIT_INTERRUPTED
 
@@ -46,11 +54,11 @@ def assert_same(store: Path, ref: Path) -> None:
     assert_same_datasets(store, ref, DATASETS)
 
 
-def start(job: Path, store: Path) -> subprocess.Popen:
+def start(job: Path, store: Path, env: dict | None = None) -> subprocess.Popen:
     """A render slowed by SLOW, to be interrupted."""
-    return subprocess.Popen([sys.executable, "-m", "farm", "render", str(job), "--store", str(store),
-                             "--no-video", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, **SLOW})
+    return start_process([sys.executable, "-m", "farm", "render", str(job), "--store", str(store),
+                          "--no-video", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env={**os.environ, **SLOW, **(env or {})})
 
 
 @pytest.mark.parametrize("point,count", [("between-datasets", 40), ("before-flags", 20),
@@ -95,7 +103,7 @@ def test_killed_at_random_moments(tmp_path, zoom, seed):
 def test_signal_stops_with_resume_status(tmp_path, zoom, sig):
     job, ref = zoom
     store = tmp_path / "s.h5"
-    proc = start(job, store)
+    proc = start(job, store, hold_at(30))
     wait_for_tiles(proc, store, 30)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
@@ -131,15 +139,22 @@ def test_status_from_a_second_process_while_rendering(tmp_path):
                             max_iter="auto", center=("-0.7436", "0.1318")))
     store = tmp_path / "s.h5"
     total = 24 * 24
-    proc = start(job, store)
+    go_on = tmp_path / "go-on"  # the render waits at 100 tiles until this file exists
+    proc = start(job, store, hold_at(100, go_on))
     seen = []
     try:
         wait_for_tiles(proc, store, 1)
         while proc.poll() is None and len(seen) < 5:
             out = run_farm("status", str(store), "--json")
             assert out.returncode == 0, out.stderr
-            seen.append(json.loads(out.stdout))
+            status = json.loads(out.stdout)
+            if status["rendering"] is None and proc.poll() is not None:
+                break  # read after the render ended: not a status while rendering
+            seen.append(status)
+            if len(seen) == 3:
+                go_on.touch()
             time.sleep(0.1)
+        go_on.touch()
     finally:
         proc.wait(timeout=120)
     assert proc.returncode == 0

@@ -17,7 +17,7 @@ import h5py
 import imageio_ffmpeg
 import numpy as np
 import pytest
-from conftest import checkout_env, job_text, run_farm
+from conftest import checkout_env, job_text, run_farm, start
 from PIL import Image
 
 from farm import spec as specmod
@@ -146,7 +146,7 @@ def test_ctrl_c_during_encode_leaves_no_partial_video(store, tmp_path):
     encodes: exit 75, neither the video nor its hidden partial file remains."""
     video = tmp_path / "int.mp4"
     env = {**os.environ, "FARM_TEST_FRAME_DELAY": "0.5"}
-    proc = subprocess.Popen([sys.executable, "-m", "farm", "encode", str(store), "--video", str(video)],
+    proc = start([sys.executable, "-m", "farm", "encode", str(store), "--video", str(video)],
                             env=env, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=sigint_as_a_terminal_gives_it)
     deadline = time.monotonic() + 60
@@ -441,7 +441,7 @@ def test_an_interrupted_render_leaves_no_video_and_resume_makes_it(tmp_path, wri
     from conftest import wait_for_tiles
 
     job = write_job(size=(48, 32), frames=8, width=("3", "0.05"), tile=(16, 16), max_iter=300)
-    proc = subprocess.Popen([sys.executable, "-m", "farm", "render", str(job), "--quiet"],
+    proc = start([sys.executable, "-m", "farm", "render", str(job), "--quiet"],
                             env={**os.environ, "FARM_TEST_TILE_DELAY": "0.1"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     store, video = tmp_path / "job.h5", tmp_path / "job.mp4"
@@ -723,7 +723,7 @@ def test_an_aborted_segmented_sink_leaves_nothing(store, tmp_path):
 def test_ctrl_c_during_a_segmented_encode_leaves_nothing(store, tmp_path):
     video = tmp_path / "int.mp4"
     env = {**os.environ, "FARM_TEST_FRAME_DELAY": "0.5", "FARM_ENCODE_SEGMENTS": "3"}
-    proc = subprocess.Popen([sys.executable, "-m", "farm", "encode", str(store), "--video", str(video)],
+    proc = start([sys.executable, "-m", "farm", "encode", str(store), "--video", str(video)],
                             env=env, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=sigint_as_a_terminal_gives_it)
     deadline = time.monotonic() + 60

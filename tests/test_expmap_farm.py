@@ -28,7 +28,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import SLOW, assert_same_datasets, run_farm, tiles_done, wait_for_tiles
+from conftest import SLOW, assert_same_datasets, run_farm, start, tiles_done, wait_for_tiles
 from expmap_reference import escape, frame_points, render_centre, render_strip
 from test_expmap_units import expmap_text
 
@@ -204,7 +204,7 @@ def test_killed_and_resumed_equals_uninterrupted(zoom, tmp_path, point, count):
 def test_killed_at_a_random_moment(zoom, tmp_path):
     job, ref, _ = zoom
     store = tmp_path / "s.h5"
-    proc = subprocess.Popen([sys.executable, "-m", "farm", "render", str(job), "--store", str(store),
+    proc = start([sys.executable, "-m", "farm", "render", str(job), "--store", str(store),
                              "--no-video", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, **SLOW})
     try:

@@ -17,7 +17,7 @@ import h5py
 import hdf5plugin  # noqa: F401 (h5py reads compressed stores)
 import numpy as np
 import pytest
-from conftest import assert_same_datasets, checkout_env, run_farm, wait_for_tiles
+from conftest import assert_same_datasets, checkout_env, run_farm, start, wait_for_tiles
 
 from farm.compute.device import list_devices
 from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE
@@ -172,7 +172,7 @@ def test_two_renders_of_one_store_cannot_run_at_once(tmp_path):
         """)
     store = tmp_path / "renders" / "zoom.h5"
     # 0.2 s a tile: the first render lasts a minute unless killed, which the test does
-    first = subprocess.Popen([sys.executable, "-m", "farm", "render", str(job), "--no-video", "--quiet"],
+    first = start([sys.executable, "-m", "farm", "render", str(job), "--no-video", "--quiet"],
                              cwd=tmp_path, env=checkout_env({"FARM_TEST_TILE_DELAY": "0.2"}),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

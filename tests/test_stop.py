@@ -18,7 +18,7 @@ import time
 import h5py
 import numpy as np
 import pytest
-from conftest import job_text, run_farm, wait_for_tiles
+from conftest import job_text, run_farm, start, wait_for_tiles
 
 from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE
 
@@ -43,7 +43,7 @@ def _slow_job(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_stop_during_a_long_kernel(tmp_path, sig):
     job, store = _slow_job(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "farm", "render", str(job), "--no-video",
+    proc = start([sys.executable, "-m", "farm", "render", str(job), "--no-video",
                              "--grace", str(GRACE)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -71,7 +71,7 @@ def test_stop_during_a_long_kernel(tmp_path, sig):
 def test_a_second_signal_stops_at_once(tmp_path):
     """The grace is for collecting finished tiles: a second Ctrl-C ends it early."""
     job, store = _slow_job(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "farm", "render", str(job), "--no-video",
+    proc = start([sys.executable, "-m", "farm", "render", str(job), "--no-video",
                              "--grace", "600"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:

@@ -12,6 +12,7 @@ seconds, then the loop ends as "interrupted".
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import time
@@ -84,6 +85,21 @@ class _Signals:
             signal.signal(sig, old)  # type: ignore[arg-type]
 
 
+def _test_hold() -> tuple[int, str | None]:
+    """A testing aid: ``FARM_TEST_HOLD_AT=n[:PATH]``: see :func:`_hold`."""
+    tiles, _, until = os.environ.get("FARM_TEST_HOLD_AT", "").partition(":")
+    return int(tiles or 0), until or None
+
+
+def _hold(signals: _Signals, until: str | None) -> None:
+    """The loop stops here once n tiles are on their way to the store (FARM_TEST_HOLD_AT),
+    until a stop signal or until the file ``until`` exists, so that a test can catch a
+    render mid-way however fast or slow the machine is (the writer thread goes on
+    writing what it has; workers keep what they hold)."""
+    while not signals.caught and not (until and os.path.exists(until)):
+        time.sleep(0.01)
+
+
 def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = MasterOptions(),
                progress: Progress | None = None,
                on_batch: Callable[[list[Finished]], None] | None = None,
@@ -98,6 +114,7 @@ def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = M
                       timeout=options.timeout, grace=options.grace)
     busy = 0.0
     stored = 0
+    hold, until = _test_hold()
     background = WriterThread(writer, on_frame)
     with _Signals() as signals:
         while sched.ended is None:
@@ -133,6 +150,9 @@ def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = M
                     on_batch(batch)
                 if progress:
                     progress.advance(len(batch))
+                if hold and stored >= hold:
+                    hold = 0
+                    _hold(signals, until)
             busy += time.monotonic() - started
         background.close()  # everything received is written before the loop ends
         if background.error is not None and not is_disk_full(background.error):
