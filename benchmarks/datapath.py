@@ -85,7 +85,7 @@ def sizes(store: Path) -> dict:
 
 
 def phases(run_row: dict) -> dict:
-    """The timeline's phases (farm/timeline.py) from a status' run.timeline."""
+    """The timeline's phases (farm/runtime/timeline.py) from a status' run.timeline."""
     t = run_row["timeline"]
     start = t["process_started"]
     first = t["started"]
@@ -164,7 +164,7 @@ def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int,
     (``nice``: at that niceness, below what runs beside them; "idle": in Linux's
     SCHED_IDLE class, run only when nothing else wants the core; "cpusA-B": on those
     cores only, the others left to what runs beside them; ``wide``: their pipes widened
-    to 1 MB, as the farm's encoders' are since 38d73dc, farm/pipes.py; ``pix_fmt``:
+    to 1 MB, as the farm's encoders' are since 38d73dc, farm/runtime/pipes.py; ``pix_fmt``:
     the raw frames' format, ``rgb24`` or ``yuv420p``; ``delay``: seconds between starting
     the processes and their first frame, counted in the time)."""
     from farm.encode.ffmpeg import ffmpeg_binary
@@ -185,7 +185,7 @@ def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int,
                "-pix_fmt", "yuv420p", "-f", "mp4", "-y", str(work / f"plain{i}.mp4")]
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE)
         if wide:
-            from farm import pipes
+            from farm.runtime import pipes
 
             pipes.widen(proc.stdin)
         procs.append((proc, cuts[i] * size, n * size))

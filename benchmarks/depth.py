@@ -1,6 +1,6 @@
 """Speed at depth: 1080p frames at 1e-10000 and 1e-100000 near Misiurewicz points that
 `farm find` produces, the whole `farm render` command timed and split into reference
-orbit, start-up and render (the store's timeline: farm/timeline.py).
+orbit, start-up and render (the store's timeline: farm/runtime/timeline.py).
 
 Frames (each a one-frame job, auto iterations, the device `farm render` picks):
 

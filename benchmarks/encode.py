@@ -47,10 +47,10 @@ import numpy as np
 from farm import spec as specmod
 from farm.color.methods import Style
 from farm.color.stats import Statistics
-from farm.cores import usable_cores
 from farm.encode.ffmpeg import VideoSettings, choose_codec, codec_args, ffmpeg_binary, try_codec
 from farm.encode.segments import segment_count
 from farm.encode.sink import FrameSink, default_colourer
+from farm.runtime.cores import usable_cores
 from farm.store.reader import Store
 
 JOB = """

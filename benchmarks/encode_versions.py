@@ -6,7 +6,7 @@
 
 Each round: K plain ffmpeg processes on the store's frames as raw RGB in /dev/shm
 (benchmarks/datapath.py's baseline), with their pipes as Linux gives them and widened
-to 1 MB (farm/pipes.py); then `farm encode STORE` of the baseline (``DIR``: a checkout's
+to 1 MB (farm/runtime/pipes.py); then `farm encode STORE` of the baseline (``DIR``: a checkout's
 ``farm`` and ``kernels`` folders, e.g. from ``git archive REV farm kernels``) and of this
 checkout, in alternating order, each through benchmarks/own_cpu.py (its own CPU and
 ffmpeg's), with the busy and idle core-seconds of each (benchmarks/busy.py). Each

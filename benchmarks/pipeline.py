@@ -17,7 +17,7 @@ included):
 * ``frames``   ``farm frames`` of the finished store into PNGs (frames/s)
 
 and prints one table row per job, then the timeline each render stored
-(farm/timeline.py). "GPU device time" is the sum of the kernels' device time of the
+(farm/runtime/timeline.py). "GPU device time" is the sum of the kernels' device time of the
 1-GPU render. Every render starts from scratch (--restart). Results also go to
 ``$OUT/pipeline.json`` when OUT is set.
 """
@@ -64,7 +64,7 @@ def status(store: Path) -> dict:
 
 
 def timeline(store: Path) -> list[str]:
-    from farm.report import timeline_lines
+    from farm.run.report import timeline_lines
 
     return timeline_lines(status(store)["run"])
 

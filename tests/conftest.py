@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]  # the checkout the tests test
 # from source again, 0.3 s of CPU each; compileall writes it whatever that variable says.
 compileall.compile_dir(ROOT / "farm", quiet=1)
 
-# `farm bench` remembers kernel rates for `farm validate` (farm/rates.py): keep the
+# `farm bench` remembers kernel rates for `farm validate` (farm/compute/rates.py): keep the
 # tests' measurements out of the user's cache.
 os.environ.setdefault("FARM_RATES", os.path.join(tempfile.mkdtemp(prefix="farm-rates-"), "rates.json"))
 # Frames are prepared on a thread, as on CPUs, also where GPUs would use helper processes

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from farm.raw import RawFrame
+from farm.color.raw import RawFrame
 
 BAILOUT2 = 2.0**20  # |z|^2 at the smooth bailout 2^10
 

@@ -10,7 +10,7 @@ from conftest import make_spec, render_frame
 
 from farm.plan import auto_max_iter, make_plan, prepass
 from farm.plan.references import with_period_limits
-from farm.report import plan_summary
+from farm.run.report import plan_summary
 
 SEAHORSE = ("-0.743643887037158704752191506114774", "0.131825904205311970493132056385139")
 DENSE = "6.2e-7"  # the cusp of a large minibrot: most escapes far beyond the depth rule

@@ -10,11 +10,11 @@ import reference_de
 
 from farm.color import METHODS, FrameStats, Statistics, Style, cdf, colorize, colour, smoothed_cdfs
 from farm.color.distance import estimated_distance, line_cover, shading, slopes
-from farm.color.palettes import LUT_SIZE, STOPS, lut
+from farm.color.raw import RawFrame
 from farm.color.render import TO_LINEAR, encode_linear
 from farm.color.stats import last_nonzero, trimmed_cdf
 from farm.errors import SpecError
-from farm.raw import RawFrame
+from farm.spec.palettes import LUT_SIZE, STOPS, lut
 
 
 def test_cdf_over_escaped_pixels():

@@ -13,8 +13,8 @@ import reference_de
 from test_color import synthetic_frame
 
 from farm.color import METHODS, Statistics, Style, colour
-from farm.color.palettes import lut
-from farm.raw import PlanesFrame, RawFrame
+from farm.color.raw import PlanesFrame, RawFrame
+from farm.spec.palettes import lut
 from farm.store.codec import shuffle
 
 

@@ -64,7 +64,7 @@ def test_counts_near_a_minibrot_at_1e_1000(cl_device):
     Z(0) = 0 is about 1e-500, below double's range, while its square is as large as dc.
     The floatexp kernel stepped that delta in doubles (2 Z + d with Z = 0 underflowed
     to 0, so d <- dc) and every pixel came out interior; now the counts match MPFR's."""
-    from farm.find import find
+    from farm.film.find import find
 
     target = find(("-1.7687", "0.0017"), -6.6, -1000 * 3.321928094887362)
     assert target.kind == "minibrot" and target.period > 1000

@@ -111,7 +111,7 @@ def test_stored_distance_agrees_with_colourings_estimate_from_the_escape_time(cl
     time's gradient (farm.color.distance) are the same field: same size and, read in the
     same axes, the same direction (a convention mismatch flips half the image's light)."""
     from farm.color.distance import estimated_distance
-    from farm.raw import RawFrame
+    from farm.color.raw import RawFrame
 
     spec = make_spec(size=(160, 120), center=("-0.7436438870", "0.1318259042"),
                      width=("1e-5", "1e-5"), max_iter=2000, tile=(64, 64), distance=True)

@@ -102,7 +102,8 @@ def test_a_worker_short_of_memory_for_its_slots_renders_with_those_it_has(tmp_pa
 def test_a_build_ahead_that_fails_leaves_the_render_as_it_was(tmp_path, write_job, monkeypatch):
     """The programs built while the references are computed are only a head start: a
     failure there is not the render's (the renderer builds them itself)."""
-    from farm import cli, early_refs, run
+    from farm import cli, run
+    from farm.run import early_refs
 
     class Early:  # references being computed elsewhere (none come: the command makes them)
         def take(self, spec):

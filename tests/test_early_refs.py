@@ -1,5 +1,5 @@
 """The references of a new render computed in a process of their own as the command
-starts (farm/early_refs.py): the same references, the same store, or none taken."""
+starts (farm/run/early_refs.py): the same references, the same store, or none taken."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from conftest import ROOT, assert_same_datasets, run_farm
 
 from farm import spec as specmod
-from farm.early_refs import EarlyReferences, begin
 from farm.plan import make_plan
 from farm.plan.reference_pack import pack
+from farm.run.early_refs import EarlyReferences, begin
 
 DEEP = {"size": (40, 24), "frames": 6, "center": ("-0.743643887037158704752191506114774",
                                                    "0.131825904205311970493132056385139"),
@@ -28,7 +28,7 @@ def _same(a, b) -> bool:
 FORKED = """
 import pickle, sys
 from farm import spec as specmod
-from farm.early_refs import EarlyReferences
+from farm.run.early_refs import EarlyReferences
 early = EarlyReferences(sys.argv[1])
 assert early.proc is None and early.pid is not None  # forked: one thread so far
 sys.stdout.buffer.write(pickle.dumps(early.take(specmod.load(sys.argv[1]))))
@@ -37,7 +37,7 @@ sys.stdout.buffer.write(pickle.dumps(early.take(specmod.load(sys.argv[1]))))
 
 @pytest.mark.parametrize("how", ["fork", "process"])
 def test_the_child_computes_the_references_the_command_would(write_job, monkeypatch, how):
-    """Forked (a fresh command, before its threads), or ``python -m farm.early_refs``
+    """Forked (a fresh command, before its threads), or ``python -m farm.run.early_refs``
     (where threads run already): the references and lines the command would make."""
     import pickle
     import subprocess
@@ -45,7 +45,7 @@ def test_the_child_computes_the_references_the_command_would(write_job, monkeypa
 
     from conftest import checkout_env
 
-    import farm.early_refs as early_refs
+    import farm.run.early_refs as early_refs
 
     job = write_job(**DEEP)
     spec = specmod.load(job)
@@ -75,7 +75,7 @@ def test_a_render_with_early_references_stores_what_one_without_does(write_job, 
     """The command's render, its references taken from the child (checked: taken), and
     the same job rendered with FARM_EARLY_REFERENCES=0: the same stored references and
     pixels, the same lines about the references."""
-    import farm.early_refs as early_refs
+    import farm.run.early_refs as early_refs
     from farm.run import RenderOptions, render
 
     monkeypatch.setattr(early_refs.threading, "active_count", lambda: 2)  # no fork of pytest itself
@@ -112,7 +112,7 @@ def test_a_render_with_early_references_stores_what_one_without_does(write_job, 
 def test_when_the_child_starts(monkeypatch, write_job, flag, cores, launcher, started):
     """On machines of 4 cores or more unless FARM_EARLY_REFERENCES says otherwise; never
     under an MPI launcher."""
-    import farm.early_refs as early_refs
+    import farm.run.early_refs as early_refs
 
     monkeypatch.setenv("FARM_EARLY_REFERENCES", flag)
     monkeypatch.setattr(early_refs, "usable_cores", lambda: cores)

@@ -360,7 +360,7 @@ def test_the_wheels_ffmpeg_is_found_without_importing_imageio_ffmpeg(tmp_path, m
 
 
 def test_the_encoders_pipe_holds_a_megabyte(tmp_path):
-    # a 1080p frame (6.2 MB) in a few writes, not a hundred 64 kB ones (farm/pipes.py)
+    # a 1080p frame (6.2 MB) in a few writes, not a hundred 64 kB ones (farm/runtime/pipes.py)
     import fcntl
 
     enc = ffmpegmod.VideoEncoder(VideoSettings(tmp_path / "v.mp4", 10, codec="libx264"), 64, 48)

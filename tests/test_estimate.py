@@ -1,5 +1,5 @@
-"""The time left is predicted from what finished tiles cost (farm/estimate.py), and
-`farm validate` states the kernels' time (farm/report.py)."""
+"""The time left is predicted from what finished tiles cost (farm/store/estimate.py), and
+`farm validate` states the kernels' time (farm/run/report.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from farm.estimate import WorkEstimate, cost_shape, eta_seconds
+from farm.store.estimate import WorkEstimate, cost_shape, eta_seconds
 
 DATA = Path(__file__).parent / "data"
 # Per-tile device seconds and finish times of real renders on the 2-core machine (PoCL,
@@ -62,9 +62,9 @@ def _validate_time(monkeypatch, tmp_path, rates: dict, **kw):
     on a device whose `farm bench` rates (Giter/s) are ``rates``."""
     from conftest import make_spec
 
-    from farm import rates as rates_mod
+    from farm.compute import rates as rates_mod
     from farm.plan import make_plan
-    from farm.report import _time_line, plan_info
+    from farm.run.report import _time_line, plan_info
 
     monkeypatch.setenv("FARM_RATES", str(tmp_path / "rates.json"))
     rates_mod.remember("dev", rates)

@@ -29,8 +29,8 @@ import pytest
 from expmap_reference import escape, frame_points, render_centre, render_frame, render_strip
 
 from farm.color import cdf, colorize
+from farm.color.raw import RawFrame
 from farm.plan.expmap import ExpmapGeometry, make_geometry, zoom_depths
-from farm.raw import RawFrame
 from farm.synth import Raster, frame_log2_radius, synthesize, synthesize_arrays
 from farm.synth.quality import agreement, calm_pixels, continuous, luma, ssim
 

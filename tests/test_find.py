@@ -1,4 +1,4 @@
-"""`farm find`: deep targets (farm/find.py) checked against mpmath: nuclei are roots of
+"""`farm find`: deep targets (farm/film/find.py) checked against mpmath: nuclei are roots of
 z_p of exact period p at the depth, Misiurewicz points repeat from exactly their
 preperiod, minibrots are as wide as found; and the command line."""
 
@@ -10,7 +10,7 @@ import mpmath
 import pytest
 from conftest import run_farm
 
-from farm import find
+from farm.film import find
 from farm.spec import parse_text
 
 TIP = ("-1.7687", "0.0017")  # near the tip of the antenna: fast orbits, short periods

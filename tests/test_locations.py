@@ -19,12 +19,12 @@ import pytest
 from conftest import run_farm
 from reference import turned_sample_c
 
-from farm import locations
 from farm import spec as specmod
-from farm.color import palettes
 from farm.encode.outputs import png_bytes
-from farm.locations.job import JobOptions, job_text, view_width
+from farm.film import locations
+from farm.film.locations.job import JobOptions, job_text, view_width
 from farm.plan import make_plan
+from farm.spec import palettes
 
 RE = "-0.743643887037158704752191506114774"
 IM = "0.131825904205311970493132056385139"

@@ -18,7 +18,7 @@ from farm import cli
 from farm import spec as specmod
 from farm.encode.settings import frame_range
 from farm.errors import SpecError, UsageError
-from farm.report import status_text
+from farm.run.report import status_text
 from farm.store import space
 from farm.store.lock import StoreLock
 

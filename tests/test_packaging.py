@@ -1,5 +1,5 @@
 """The wheel holds every package of the farm: a subpackage missing from pyproject.toml's
-list installs without error and then fails at its first import (farm.locations did:
+list installs without error and then fails at its first import (farm.film.locations did:
 every `farm render` of a non-editable install ended in an ImportError)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`farm preview`: the first frame, the key frames (and one between keys), the last, small, on
-one contact sheet (farm/preview.py, farm/encode/sheet.py)."""
+one contact sheet (farm/film/preview.py, farm/encode/sheet.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from PIL import Image
 from farm import numerics as num
 from farm import spec as specmod
 from farm.encode.sheet import layout
+from farm.film.preview import picks, preview_spec
 from farm.plan.curve import frame_widths
-from farm.preview import picks, preview_spec
 from farm.store.reader import Store
 
 JOB = """

@@ -326,7 +326,7 @@ def test_preview_and_validate_show_the_angles(tmp_path):
     """farm preview renders each picked frame at its angle; farm validate lists them."""
     from conftest import run_farm
 
-    from farm.preview import picks, preview_spec
+    from farm.film.preview import picks, preview_spec
 
     for spec in (job(view='width = ["4", "1e-3"]\nangle = 10', animation="frames = 31\nturn = 45"),
                  job(view="", animation="", keys=TURNING_KEYS)):
@@ -355,7 +355,7 @@ def test_a_rotated_kf_location_renders_kfs_picture(tmp_path, up):
     from reference import escape_count_mpfr
     from test_locations import source_pixel
 
-    from farm import locations
+    from farm.film import locations
     from farm.store.reader import Store
 
     re, im, zoom = "-0.7436438870371587", "0.1318259042053120", "3000"

@@ -1,5 +1,5 @@
 """Timing curves: [[animation.keys]] waypoints, animation.duration, and the frame widths on
-the curve (farm/waypoints.py, farm/plan/curve.py), in both methods."""
+the curve (farm/spec/keys.py, farm/plan/curve.py), in both methods."""
 
 from __future__ import annotations
 

@@ -11,10 +11,10 @@ import reference_de
 from test_color import _flat_patches, synthetic_frame
 
 from farm.color import Statistics, Style, colour, yuv
-from farm.color.palettes import lut
+from farm.color.raw import RawFrame
 from farm.color.render import colour_i420, gives_i420
 from farm.encode import ffmpeg as ffmpegmod
-from farm.raw import RawFrame
+from farm.spec.palettes import lut
 
 
 def ffmpeg_planes(rgb: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@
   ``(RawFrame, FrameStats, Style) -> uint8 (H, W, 3)``: the reference;
 - :mod:`farm.color.distance`: the distance to the set (stored or estimated from the
   escape time), filament lines and relief shading;
-- :mod:`farm.color.palettes`: built-in palettes and gradient files;
+- :mod:`farm.spec.palettes`: built-in palettes and gradient files;
 - :mod:`farm.color.render`: a whole frame on every core (row bands on threads),
   anti-aliasing samples averaged in linear light.
 - :mod:`farm.color.yuv`: a video's frames as the encoder takes them (``yuv420p``
@@ -22,10 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 from farm.color.methods import METHODS, Style
-from farm.color.palettes import lut
+from farm.color.raw import RawFrame
 from farm.color.render import colour
 from farm.color.stats import FrameStats, Statistics, cdf, smoothed_cdfs
-from farm.raw import RawFrame
+from farm.spec.palettes import lut
 
 __all__ = ["METHODS", "FrameStats", "RawFrame", "Statistics", "Style", "cdf", "colorize", "colour",
            "smoothed_cdfs"]

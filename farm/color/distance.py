@@ -4,7 +4,7 @@ estimated from the smooth escape time; filament line cover; relief shading.
 A frame's distance field is given as :func:`slopes`: ``(D, ux, uy)``, float32 arrays
 (H, W): the distance ``D`` in output pixels and the unit direction ``(ux, uy)`` away
 from the set (x right, y up, as lights are given). The stored estimate
-(:mod:`farm.raw`) is in image axes, y down the rows: its y is negated here. Interior
+(:mod:`farm.color.raw`) is in image axes, y down the rows: its y is negated here. Interior
 pixels carry ``D = 0, u = (0, 0)``.
 """
 
@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from farm.raw import RawFrame
+from farm.color.raw import RawFrame
 
 LN2 = math.log(2.0)
 FAR = 1e6  # pixels: where the escape time has no measurable slope
@@ -70,7 +70,7 @@ def estimated_slopes(raw: RawFrame) -> Slopes:
 
 
 def estimated_distance(raw: RawFrame) -> np.ndarray:
-    """:func:`estimated_slopes` as a complex64 field in the :mod:`farm.raw` convention
+    """:func:`estimated_slopes` as a complex64 field in the :mod:`farm.color.raw` convention
     (image axes: y down)."""
     length, ux, uy = estimated_slopes(raw)
     out = np.empty(length.shape, np.complex64)

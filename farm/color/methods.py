@@ -1,7 +1,7 @@
 """Colour methods: one function per method, one signature, numpy (the reference).
 
 Every method is ``method(raw, stats, style) -> uint8 (H, W, 3)`` for a frame of one
-sample per pixel (:class:`~farm.raw.RawFrame` with (H, W) arrays, a band of rows or
+sample per pixel (:class:`~farm.color.raw.RawFrame` with (H, W) arrays, a band of rows or
 the whole frame); :func:`farm.color.render.colour` applies it to every sample of an
 anti-aliased frame and to row bands on threads. Interior pixels (count 0) take
 ``style.interior`` in every method; every escaped pixel takes a palette colour.
@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 
 from farm.color.distance import line_cover, shading, slopes
-from farm.color.palettes import LUT_SIZE, lut
+from farm.color.raw import RawFrame
 from farm.color.relief import palette_entries, shade_estimated
 from farm.color.stats import FrameStats
-from farm.raw import RawFrame
+from farm.spec.palettes import LUT_SIZE, lut
 
 SHADE_RELIEF = 2.0  # shading relief: height per e-fold of distance, in pixels
 SHADE_GLOSS = 0.5  # how far lit slopes go towards white (at the brightest, 20%)

@@ -36,10 +36,10 @@ from __future__ import annotations
 import numpy as np
 
 from farm.color.distance import LN2
-from farm.color.palettes import LUT_SIZE
+from farm.color.raw import RawFrame
 from farm.color.stats import FrameStats
 from farm.color.yuv import Y_GAIN, add_chroma
-from farm.raw import RawFrame
+from farm.spec.palettes import LUT_SIZE
 
 F32 = np.float32
 _CONSTANTS: dict[tuple[float, tuple[int, ...]], np.ndarray] = {}

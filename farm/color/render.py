@@ -27,10 +27,10 @@ import numpy as np
 
 from farm.color import yuv
 from farm.color.methods import INTERIOR, METHODS, SHADE_GLOSS, Style
+from farm.color.raw import RawFrame
 from farm.color.relief import shade_i420
 from farm.color.stats import FrameStats
-from farm.cores import usable_cores
-from farm.raw import RawFrame
+from farm.runtime.cores import usable_cores
 
 # Pixels a band: enough to amortise each band's Python and numpy calls, few enough to
 # stay near the cache. Measured with `shade` on the 2-core machine (ms a frame, 2

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from farm.color.palettes import LUT_SIZE
+from farm.spec.palettes import LUT_SIZE
 
 LOW_QUANTILE = 0.001  # share of escaped pixels below the smooth method's origin
 

@@ -37,7 +37,7 @@ import pyopencl as cl
 
 from farm.color import yuv
 from farm.color.methods import METHODS, SHADE_GLOSS, Style
-from farm.color.palettes import LUT_SIZE
+from farm.color.raw import PlanesFrame, RawFrame
 from farm.color.render import TO_LINEAR, TO_SRGB
 from farm.color.stats import FrameStats
 from farm.compute import clstart
@@ -45,7 +45,7 @@ from farm.compute.device import DeviceInfo, candidates
 from farm.compute.events import wait_quietly
 from farm.compute.programs import build
 from farm.errors import FarmError
-from farm.raw import PlanesFrame, RawFrame
+from farm.spec.palettes import LUT_SIZE
 
 GROUP = 64  # work-items per work-group, along a row (PoCL runs a group as one loop)
 METHOD_IDS = {name: k for k, name in enumerate(("histogram", "smooth", "distance", "shade"))}

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 
 from farm.compute.device import DeviceInfo
-from farm.cores import usable_cores
+from farm.runtime.cores import usable_cores
 
 
 @dataclass(frozen=True)

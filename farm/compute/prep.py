@@ -37,7 +37,6 @@ from typing import Any
 import numpy as np
 
 import farm.numerics as num
-from farm import pipes
 from farm.compute.perturbation import MapsCache, PerturbedFrame, perturbed_frame
 from farm.numerics.axes import encode_exact, exact_axis, rotated_axes, sample_axis
 from farm.numerics.bla import device_layout
@@ -45,6 +44,7 @@ from farm.plan import FramePlan, Plan, prepass
 from farm.plan import samples as sample_pattern
 from farm.plan.references import References
 from farm.plan.units import CENTRE, scaled
+from farm.runtime import pipes
 
 
 class FrameBuilder:

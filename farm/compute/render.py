@@ -74,7 +74,7 @@ from farm.plan import samples as sample_pattern
 from farm.plan.expmap import TWO_PI
 from farm.plan.references import References
 from farm.plan.units import CENTRE, EMPTY, STRIP, Region
-from farm.timeline import Counters
+from farm.runtime.timeline import Counters
 
 
 @dataclass
@@ -88,7 +88,7 @@ class TileResult:
     hist_bins: np.ndarray  # int64 counts n that occur in the tile, ascending
     hist_counts: np.ndarray  # int64 pixels per bin
     kernel_seconds: float  # device time of the kernel (profiling events)
-    counters: tuple[float, ...] = ()  # the worker's running totals (farm.timeline.WORKER_COUNTERS)
+    counters: tuple[float, ...] = ()  # the worker's running totals (farm.runtime.timeline.WORKER_COUNTERS)
 
     @property
     def iterations(self) -> np.ndarray:
@@ -336,7 +336,7 @@ def build_ahead(device: cl.Device, info: DeviceInfo, plan: Plan, shuffle: bool) 
     own builds find them (:func:`farm.compute.programs.build` keeps a program while
     something holds it: hold the list returned until the renderer exists). Nothing where
     no such context waits. Called while the references are computed in a process of
-    their own (farm/early_refs.py), it takes the builds off the way to the first kernel
+    their own (farm/run/early_refs.py), it takes the builds off the way to the first kernel
     (60-90 ms of it; BENCHMARKS.md, sixteenth session)."""
     clstart.wait_contexts()
     handle = clstart.made_for(device)

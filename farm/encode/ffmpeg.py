@@ -33,10 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
-from farm import pipes
 from farm.color.yuv import I420, even, from_rgb
 from farm.compute.nodes import nvidia_present
 from farm.errors import FarmError, UsageError
+from farm.runtime import pipes
 
 
 class EncodeError(FarmError):

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from farm import spec as specmod
-from farm.color.palettes import Gradient
+from farm.spec.palettes import Gradient
 from farm.store import videos
 
 # (section, key) of every setting that changes the video made from a store's frames

@@ -64,15 +64,15 @@ from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
-from farm import pipes
 from farm.color.methods import Style
-from farm.cores import usable_cores
 from farm.encode import ffmpeg as ff
 from farm.encode.ffmpeg import EncodeError, VideoSettings, partial_path
 from farm.encode.outputs import VideoOutput
 from farm.encode.sink import Colourer, FramePool, FrameSink, video_threads
 from farm.errors import UsageError
-from farm.progress import Progress
+from farm.runtime import pipes
+from farm.runtime.cores import usable_cores
+from farm.runtime.progress import Progress
 
 SHORTEST = 3  # frames of a segment at least, whatever FARM_ENCODE_SEGMENTS asks
 TS_CLOCK = 90000  # MPEG-TS timestamps: ticks a second

@@ -1,6 +1,6 @@
 """A contact sheet: small frames in a grid, each with lines of text under it (one PNG).
 
-``farm preview`` (farm/preview.py) shows a film's shape with it. The sheet has a
+``farm preview`` (farm/film/preview.py) shows a film's shape with it. The sheet has a
 title line at the top, then rows of ``columns`` thumbnails (all of one size) on a dark
 background, each captioned with its lines in Pillow's built-in font.
 """

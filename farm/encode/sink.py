@@ -44,13 +44,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from farm.color.methods import Style
+from farm.color.raw import PlanesFrame, RawFrame
 from farm.color.stats import FrameStats, Statistics
-from farm.cores import usable_cores
 from farm.encode.early import SELECTORS, colour_engine
 from farm.encode.outputs import Output
 from farm.errors import StoreError, UsageError
-from farm.progress import Progress
-from farm.raw import PlanesFrame, RawFrame
+from farm.runtime.cores import usable_cores
+from farm.runtime.progress import Progress
 from farm.store.reader import Store
 
 # tests only: seconds each frame waits, so that a test can interrupt a small encode
@@ -65,7 +65,7 @@ Colourer = Callable[..., Any]
 
 
 class Bar(Protocol):
-    """A progress bar (:class:`farm.progress.Progress`, or one shared by sinks)."""
+    """A progress bar (:class:`farm.runtime.progress.Progress`, or one shared by sinks)."""
 
     def advance(self, n: int = 1) -> None: ...
     def close(self) -> None: ...

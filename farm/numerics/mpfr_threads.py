@@ -38,7 +38,7 @@ import os
 import threading
 from functools import cache
 
-from farm.cores import usable_cores
+from farm.runtime.cores import usable_cores
 
 THREAD_BITS = 64_000  # orbits at this precision and above run on two threads
 RNDN = 0

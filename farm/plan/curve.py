@@ -4,7 +4,7 @@ through waypoints.
 Without keys (DESIGN.md's contract): frame ``k`` of ``F`` has width
 ``w0 (w1/w0)^(k/(F-1))``; ``F = 1`` renders ``w0``.
 
-With ``[[animation.keys]]`` (farm/waypoints.py), frame ``k`` shows time ``t = k / fps``
+With ``[[animation.keys]]`` (farm/spec/keys.py), frame ``k`` shows time ``t = k / fps``
 seconds, and its width is ``exp(y(t))``, ``y`` a curve through the keys' points
 ``(t_i, y_i = ln w_i)``:
 
@@ -33,7 +33,7 @@ Numbers: times are exact rationals (the decimal a key's time was written as, and
 decimal strings; a frame exactly at a key's time gets the key's width exactly. The
 same spec gives the same widths on every machine and rank.
 
-Angles (farm/waypoints.py, degrees counter-clockwise): keys that carry ``angle`` give
+Angles (farm/spec/keys.py, degrees counter-clockwise): keys that carry ``angle`` give
 frame ``k`` the angle ``a(t)``, the same curve through the points ``(t_i, a_i)`` in
 plain degrees (not logs): the same segments, interpolations and slope rules, so an
 angle never overshoots a key either, and two keys of equal angle hold it. Without
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     import mpmath
 
     from farm.spec import JobSpec
-    from farm.waypoints import Key
+    from farm.spec.keys import Key
 
 
 def _mpf(x: Fraction) -> mpmath.mpf:
@@ -188,7 +188,7 @@ def frame_angles(spec: JobSpec) -> list[Fraction]:
 def angles_of(spec: JobSpec, frames: Sequence[int]) -> list[Fraction]:
     """The angles of some video frames, degrees counter-clockwise, exact rationals: the
     keys' angle curve when they carry one, else ``view.angle + turn * k / fps``."""
-    from farm.waypoints import exact, keyed_angles
+    from farm.spec.keys import exact, keyed_angles
 
     keys, fps = spec.animation.keys, spec.animation.fps
     if keyed_angles(keys):

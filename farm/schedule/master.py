@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from farm.progress import Progress
+from farm.runtime.progress import Progress
 from farm.schedule.state import (
     Assign,
     End,

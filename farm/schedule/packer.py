@@ -32,8 +32,8 @@ import concurrent.futures
 import os
 
 from farm.compute.render import Collected
-from farm.cores import usable_cores
 from farm.plan import Plan
+from farm.runtime.cores import usable_cores
 from farm.store.codec import Codec, pack, pack_planes
 from farm.store.writer import Finished
 

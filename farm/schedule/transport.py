@@ -11,7 +11,7 @@ each the channel's chunk as the store keeps it (packed by the worker: compressed
 farm/store/codec.py), so the master receives and writes the compressed bytes::
 
     TAG_RESULT       int64 header: frame, tile, attempt, nbins, kernel ns, rank, crc,
-                     the worker's running totals in ns (farm.timeline.WORKER_COUNTERS),
+                     the worker's running totals in ns (farm.runtime.timeline.WORKER_COUNTERS),
                      then each channel's payload length in bytes; then int64[nbins]
                      bins, int64[nbins] counts
     TAG_CHANNEL + k  channel k's payload, in the plan's order
@@ -44,11 +44,11 @@ from typing import Protocol
 
 import numpy as np
 
-from farm.cores import KEEP_BINDING, launched_by_mpi, release_launcher_binding
 from farm.plan import Channel
+from farm.runtime.cores import KEEP_BINDING, launched_by_mpi, release_launcher_binding
+from farm.runtime.timeline import WORKER_COUNTERS
 from farm.schedule.state import Event, Failed, Finished, Heard, Joined, Lost, Task
 from farm.store.writer import Finished as Stored
-from farm.timeline import WORKER_COUNTERS
 
 (TAG_TASK, TAG_STOP, TAG_READY, TAG_RESULT, TAG_FAILED, TAG_HEARTBEAT, TAG_LOST,
  TAG_BYE, TAG_SYNC) = range(9)

@@ -67,7 +67,7 @@ def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: Work
         link.lost(f"{type(err).__name__}: {err}")
         link.close()
         return
-    counters = renderer.counters  # the timeline's worker side (farm/timeline.py)
+    counters = renderer.counters  # the timeline's worker side (farm/runtime/timeline.py)
     holds = capacity(renderer, packer, pipeline, len(plan.frames) * plan.grid.count)
     counters.add("setup", time.perf_counter() - t0)
     link.ready(holds)

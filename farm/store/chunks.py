@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
-from farm.cores import usable_cores
 from farm.errors import StoreError
 from farm.plan import Channel, Tile, TileGrid
+from farm.runtime.cores import usable_cores
 from farm.store.codec import Codec
 
 

@@ -58,7 +58,7 @@ Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
                 deciding), writer_busy (seconds its writer thread spent writing),
                 synced (unix time of the last fdatasync: everything before is on disk),
                 master_receive (seconds the master spent inside MPI receives), and the
-                run's timeline (farm/timeline.py): process_started, render_ended,
+                run's timeline (farm/runtime/timeline.py): process_started, render_ended,
                 video_ended (unix times), reference_s, gpu_s, setup_s, build_s, prep_s,
                 send_s, idle_s (workers' sums), color_s, encode_s, video_frames
 
@@ -114,7 +114,7 @@ BYTES = "tiles/bytes"  # (F, T, C) stored frame lengths of a compressed store
 # the full-disk stop ends the render there, losing nothing (docs/store-guarantees.md).
 ROW_ESTIMATE_BINS = 1 << 20
 RUNS = 1024  # render and resume runs a store can record (the last row is reused after)
-# One row per render or resume: when it ran, and its timeline (farm/timeline.py).
+# One row per render or resume: when it ran, and its timeline (farm/runtime/timeline.py).
 # Times are unix seconds; *_s fields are seconds of work (worker fields summed over
 # the run's workers).
 RUN_DTYPE = np.dtype([("started", "<f8"), ("workers", "<i4"), ("ended", "<f8"),
@@ -197,7 +197,7 @@ def begin(path: str | os.PathLike[str], plan: Plan, codec: Codec = ZSTD) -> NewS
     """Begin creating the store of :func:`create`: everything but the references,
     under a temporary name. ``finish(refs)`` then puts it in place, ``abort()``
     removes it. A new render writes the store's body so while its references are
-    computed in a process of their own (farm/early_refs.py)."""
+    computed in a process of their own (farm/run/early_refs.py)."""
     return NewStore(Path(path), plan, codec)
 
 

@@ -25,16 +25,16 @@ import h5py
 import numpy as np
 
 from farm import spec as specmod
+from farm.color.raw import PlanesFrame, RawFrame
 from farm.color.stats import last_nonzero
 from farm.errors import StoreError
-from farm.estimate import WorkEstimate, eta_seconds, plan_shape
 from farm.plan import ExpmapLayout, Plan, TileGrid, make_plan
 from farm.plan.channels import channels_for
 from farm.plan.references import References
-from farm.raw import PlanesFrame, RawFrame
 from farm.store import layout, lock
 from farm.store.chunks import Chunks, channel_codec, decode_pool, read_blocks
 from farm.store.codec import Codec
+from farm.store.estimate import WorkEstimate, eta_seconds, plan_shape
 from farm.synth import Raster
 
 # each store's chunk slots, found once per process: (path, device, inode, created) -> slots
@@ -307,7 +307,7 @@ class Store:
         return self.read(frame, [name])[0]
 
     def raw(self, frame: int) -> RawFrame:
-        """Everything colouring needs of one frame (see :mod:`farm.raw`): arrays (H, W),
+        """Everything colouring needs of one frame (see :mod:`farm.color.raw`): arrays (H, W),
         or (H, W, N) with sample 0 (the pixel centre, the ``iterations`` dataset) first
         when the store has N > 1 samples per pixel; ``distance`` when it was rendered.
         An expmap store's frame is synthesised from its units (StoreError if one is
@@ -328,7 +328,7 @@ class Store:
                         full("distance") if "distance" in names else None)
 
     def planes(self, frame: int) -> PlanesFrame | None:
-        """Frame ``frame`` as its channels' byte planes (:class:`farm.raw.PlanesFrame`),
+        """Frame ``frame`` as its channels' byte planes (:class:`farm.color.raw.PlanesFrame`),
         for a colourer that unshuffles on the device; None where the store cannot give
         them so (uncompressed, an expmap store, several samples a pixel, or a frame of
         several tiles): read :meth:`raw` instead."""
@@ -439,7 +439,7 @@ class Store:
 
         ``rendering`` names the process that renders the store now (its lock), or is
         None; only then is there an ETA (``run.eta_s``), from the predicted device time
-        left (farm/estimate.py) at the run's rate."""
+        left (farm/store/estimate.py) at the run's rate."""
         now = time.time() if now is None else now
         done = self.done()
         unit_done = self.unit_done()

@@ -76,7 +76,7 @@ class Finished:
     seconds: float  # device time
     rank: int
     crc: int  # tiles/crc (farm/store/codec.py)
-    counters: tuple[float, ...] = ()  # the worker's running totals (farm.timeline)
+    counters: tuple[float, ...] = ()  # the worker's running totals (farm.runtime.timeline)
 
 
 _SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h
@@ -206,7 +206,7 @@ class StoreWriter:
 
     def end_run(self, timeline: dict[str, float]) -> None:
         """Record when this run ended and its timeline: any fields of layout.RUN_DTYPE
-        (master_busy, writer_busy, gpu_s, ...; farm/timeline.py)."""
+        (master_busy, writer_busy, gpu_s, ...; farm/runtime/timeline.py)."""
         with self._run_lock:
             self._run_row["ended"] = time.time()
             for name, value in timeline.items():

@@ -2,7 +2,7 @@
 
 :func:`synthesize` is the numpy reference: it turns the strip rows a frame reads and
 the centre image (geometry: :mod:`farm.plan.expmap`) into the frame's
-:class:`~farm.raw.RawFrame`, so colouring (histogram equalisation, palettes) is the
+:class:`~farm.color.raw.RawFrame`, so colouring (histogram equalisation, palettes) is the
 same code as for directly rendered frames. The OpenCL kernel ``kernels/synth.cl``
 (:mod:`farm.compute.synth`) computes the same, and is tested against it.
 
@@ -52,8 +52,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from farm.color.raw import RawFrame
 from farm.plan.expmap import TWO_PI, ExpmapGeometry
-from farm.raw import RawFrame
 
 # Where the four samples around a pixel spread over more than SPREAD_SMOOTH counts of
 # mu, the pixel leans towards the nearest sample's value, fully beyond SPREAD_POINT:

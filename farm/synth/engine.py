@@ -1,7 +1,7 @@
 """Synthesising the video frames of an expmap store, one frame after another.
 
 :class:`Synthesis` turns the units of an expmap render into video frames
-(:class:`~farm.raw.RawFrame`) for the store reader (``Store.raw``), so that
+(:class:`~farm.color.raw.RawFrame`) for the store reader (``Store.raw``), so that
 ``farm frames``, ``farm encode`` and the frame sink colour them like directly rendered
 frames. It keeps, between frames:
 
@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from farm.color.raw import RawFrame
 from farm.compute.nodes import gpu_possible
 from farm.errors import UsageError
 from farm.plan.expmap import ExpmapGeometry
 from farm.plan.units import ExpmapLayout
-from farm.raw import RawFrame
 from farm.synth import Raster, synthesize_arrays
 
 if TYPE_CHECKING:

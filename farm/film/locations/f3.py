@@ -9,7 +9,7 @@ What the farm reads (F3 writes only the keys that differ from its defaults):
 * ``bailout.iterations`` (default 1024), ``bailout.escape_radius`` (default 625);
 * ``image.width``, ``image.height`` (default 1024 x 576);
 * ``transform.rotate`` (degrees): ``view.angle``, the same convention
-  (:mod:`farm.locations.model`).
+  (:mod:`farm.film.locations.model`).
 
 Named in one note each when they differ from F3's defaults: another formula (the
 ``[[formula]]`` blocks: one block with power 2 and no abs/neg is the Mandelbrot set),
@@ -25,7 +25,7 @@ import math
 import tomllib
 from typing import Any
 
-from farm.locations.model import F3, Invalid, Location, decimal_text, positive_zoom
+from farm.film.locations.model import F3, Invalid, Location, decimal_text, positive_zoom
 
 ESCAPE_RANGE = (2.0, 128.0)  # farm.spec.ESCAPE_RADIUS_RANGE
 TRANSFORM: dict[str, tuple[Any, str]] = {

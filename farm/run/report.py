@@ -120,7 +120,7 @@ def _time_line(plan: Plan, device: str | None) -> str:
     with the machine's load (0.34-0.65 Giter/s f64 here). Start-up, reference orbits,
     store writes and the video come on top; on a CPU device the writer and the video
     share the kernels' cores."""
-    from farm import rates
+    from farm.compute import rates
 
     if device is None:
         return "time       no OpenCL device here to estimate for"
@@ -204,7 +204,7 @@ def plan_summary(plan: Plan, source: str, device: str | None = None,
 def plan_info(plan: Plan, source: str, device: str | None = None,
               refs: References | None = None) -> dict[str, Any]:
     """The plan as data, for ``farm validate --json`` and scripts (slurm/submit.sh)."""
-    from farm import rates
+    from farm.compute import rates
     from farm.store import layout
 
     spec = plan.spec
@@ -312,7 +312,7 @@ def status_text(info: dict[str, Any]) -> str:
 
 
 def timeline_lines(run: dict[str, Any]) -> list[str]:
-    """Where a run's wall time went (farm/timeline.py), from ``farm status``'s run."""
+    """Where a run's wall time went (farm/runtime/timeline.py), from ``farm status``'s run."""
     t = run.get("timeline") or {}
     if not t.get("ended"):
         return ["timeline   (the run has not ended)"]

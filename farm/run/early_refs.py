@@ -6,7 +6,7 @@ before it creates the store, and computed them after its own imports and the dev
 choice: on a 16-core H100 host the heavy 1080p zoom's first kernel came at 0.80-1.33 s,
 0.26-0.42 s of it the orbits, one core busy and the rest waiting (BENCHMARKS.md,
 fifteenth session). :func:`begin`, called as the command starts, forks it (before any
-thread of the command exists; elsewhere it runs ``python -m farm.early_refs JOB``): the
+thread of the command exists; elsewhere it runs ``python -m farm.run.early_refs JOB``): the
 child reads the job file, makes the plan and its references
 exactly as the command would, and hands them back pickled with the lines the command
 prints about them, while the command imports its modules and finds its device. The
@@ -34,7 +34,7 @@ import threading
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from farm.cores import launched_by_mpi, usable_cores
+from farm.runtime.cores import launched_by_mpi, usable_cores
 
 if TYPE_CHECKING:
     from farm.plan.references import References
@@ -47,7 +47,7 @@ ENV = "FARM_EARLY_REFERENCES"
 class EarlyReferences:
     """The child computing a job file's references (see the module's docstring): a fork
     of the command made before it starts any thread (the modules it has imported come
-    with it), else ``python -m farm.early_refs JOB``."""
+    with it), else ``python -m farm.run.early_refs JOB``."""
 
     def __init__(self, job: str | os.PathLike[str]):
         self.pid: int | None = None
@@ -70,7 +70,7 @@ class EarlyReferences:
         else:
             package_root = str(Path(__file__).resolve().parents[1])  # the child imports this farm
             path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
-            self.proc = subprocess.Popen([sys.executable, "-m", "farm.early_refs", str(job)],
+            self.proc = subprocess.Popen([sys.executable, "-m", "farm.run.early_refs", str(job)],
                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=path))
             assert self.proc.stdout is not None

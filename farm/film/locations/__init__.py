@@ -1,13 +1,13 @@
 """Locations from interactive explorers: Kalles Fraktaler 2+ and Fraktaler-3.
 
 A front end that turns a location file into a job spec (TOML text) and knows nothing
-of rendering: :func:`read` recognises the file by its content, :mod:`farm.locations.job`
+of rendering: :func:`read` recognises the file by its content, :mod:`farm.film.locations.job`
 writes the job. Recognised:
 
 * a KF parameter file (``.kfr`` location, ``.kfp`` palette): ``Key: value`` lines,
-  :mod:`farm.locations.kf`;
+  :mod:`farm.film.locations.kf`;
 * an F3 parameter file (``.f3.toml``, ``.toml``): TOML with a ``[location]`` table,
-  :mod:`farm.locations.f3`;
+  :mod:`farm.film.locations.f3`;
 * a PNG whose ``Comment`` text chunk holds either, as KF and F3 save them;
 * an OpenEXR file whose header holds F3's TOML (attribute ``Fraktaler3``) or KF's text
   (attribute ``KallesFraktaler2+``), as KF and F3 save them (the F3 text wins when
@@ -24,9 +24,9 @@ import tomllib
 from pathlib import Path
 
 from farm.errors import UsageError
-from farm.locations import containers, f3, kf
-from farm.locations.model import F3, KF, Location
-from farm.locations.model import Invalid as _Invalid
+from farm.film.locations import containers, f3, kf
+from farm.film.locations.model import F3, KF, Location
+from farm.film.locations.model import Invalid as _Invalid
 
 __all__ = ["F3", "KF", "Location", "NotALocation", "kind_of", "read"]
 

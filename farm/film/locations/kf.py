@@ -8,7 +8,7 @@ farm reads:
   is ``2 / Zoom`` (so its height is ``4 / Zoom``), whatever the image's width;
 * ``Iterations``: KF's iteration limit;
 * ``RotateAngle`` (degrees) and ``ImagPointsUp`` (0 or 1, default 0): the view's
-  rotation and orientation, imported as :mod:`farm.locations.model` explains
+  rotation and orientation, imported as :mod:`farm.film.locations.model` explains
   (``view.angle = -RotateAngle``; without ImagPointsUp the job centres on ``Re - Im i``,
   whose view is KF's picture);
 * ``Colors``: the palette, comma-separated integers in B,G,R triplets (Windows' byte
@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import re
 
-from farm.locations.model import KF, RGB, Invalid, Location, decimal_text, positive_zoom
+from farm.film.locations.model import KF, RGB, Invalid, Location, decimal_text, positive_zoom
 
 _LINE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*:\s?(.*?)\s*$")
 

@@ -17,7 +17,7 @@ from typing import NoReturn
 import numpy as np
 
 from farm import __version__
-from farm import film_cli as film
+from farm.cli import film
 from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE, FarmError, UsageError
 
 EPILOG = """exit status: 0 done; 1 render failed; 2 bad input (nothing written);
@@ -321,7 +321,7 @@ def _add_find_parser(sub) -> None:
 
 
 def cmd_find(args: argparse.Namespace) -> int:
-    from farm.find import run
+    from farm.film.find import run
 
     return run(args)
 
@@ -379,9 +379,9 @@ def _opencl_begins() -> None:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from farm import early_refs
+    from farm.run import early_refs
 
-    early = early_refs.begin(args.job)  # the references, beside the rest (farm/early_refs.py)
+    early = early_refs.begin(args.job)  # the references, beside the rest (farm/run/early_refs.py)
     try:
         _opencl_begins()
         from farm import spec as specmod
@@ -414,7 +414,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from farm.plan import make_plan, structure
     from farm.plan.reference_cost import estimate as estimate_reference
     from farm.plan.references import with_period_limits
-    from farm.report import plan_info, plan_summary
+    from farm.run.report import plan_info, plan_summary
     from farm.store import layout
 
     job = film.load_job(args)
@@ -450,8 +450,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from farm import locations
-    from farm.locations.job import import_files
+    from farm.film import locations
+    from farm.film.locations.job import import_files
 
     location = locations.read(args.location)
     for note in location.notes:
@@ -482,7 +482,7 @@ def _estimate_device(selector: str | None) -> str | None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from farm.report import status_text
+    from farm.run.report import status_text
     from farm.store.reader import Store
 
     with Store(args.store) as store:
@@ -580,7 +580,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from farm.compute.device import selector_from_env
-    from farm.preview import render_preview
+    from farm.film.preview import render_preview
 
     with tempfile.TemporaryDirectory(prefix="farm-preview-palette-") as tmp:
         job = film.load_job(args, palette_beside=tmp + "/")  # a location's palette, while it renders
@@ -592,7 +592,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    from farm.report import devices_text
+    from farm.run.report import devices_text
 
     text, error = devices_text(args.device)
     if text:
@@ -607,14 +607,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from farm.compute.device import selector_from_env
 
     rows = run_bench(selector_from_env(args.device), args.formats.split(","), args.workload)
-    if rows:  # for time estimates in `farm validate` (farm/rates.py)
-        from farm import rates
+    if rows:  # for time estimates in `farm validate` (farm/compute/rates.py)
+        from farm.compute import rates
 
         rates.remember(rows[0].device, {r.format: r.giters for r in rows})
     if args.json:
         print(json.dumps([r.__dict__ for r in rows], indent=2))
     else:
-        from farm.report import bench_table
+        from farm.run.report import bench_table
 
         print(bench_table(rows))
     return 0

@@ -1,7 +1,7 @@
-"""A job file (TOML text) and a gradient file from a :class:`~farm.locations.Location`.
+"""A job file (TOML text) and a gradient file from a :class:`~farm.film.locations.Location`.
 
 The view, exactly: the source's centre ``(Re, Im)`` becomes ``view.center`` digit for
-digit; its zoom ``Z`` (view height ``4 / Z``, see :mod:`farm.locations.model`) becomes
+digit; its zoom ``Z`` (view height ``4 / Z``, see :mod:`farm.film.locations.model`) becomes
 the last frame's width
 
     ``w = 4 W / (Z H)``  rounded to 40 significant digits (decimal arithmetic),
@@ -14,7 +14,7 @@ the same height of view whatever the aspect ratio. (KF samples its pixel (i, j) 
 ``u = i - W/2``, ``v = j - H/2``: half a pixel from the farm's centres.)
 
 The source's rotation becomes ``view.angle`` (and a KF location without
-``ImagPointsUp`` the conjugate centre ``Re - Im i``), as :mod:`farm.locations.model`
+``ImagPointsUp`` the conjugate centre ``Re - Im i``), as :mod:`farm.film.locations.model`
 derives from each program's pixel mapping; with it, pixel ``(i, j)`` is at
 ``C + s e^(i angle) (u + i v)``, ``u = i + 0.5 - W/2``, ``v = -(j + 0.5 - H/2)``.
 
@@ -34,7 +34,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from farm.errors import UsageError
-from farm.locations.model import DECIMAL, Location
+from farm.film.locations.model import DECIMAL, Location
 
 DEFAULT_SIZE = (1920, 1080)
 WIDTH_DIGITS = 40  # significant digits of the imported width
@@ -118,7 +118,7 @@ def _orientation(location: Location) -> list[str]:
 
 
 def palette_text(location: Location, source: str) -> str:
-    """The source's palette as a gradient file (farm/color/palettes.py's text format):
+    """The source's palette as a gradient file (farm/spec/palettes.py's text format):
     its colours evenly spread over one cycle, as KF spreads them."""
     lines = [f"# Palette of {source} ({location.program}): {len(location.colours)} colours, "
              "evenly spread, cyclic (written by `farm import`)"]

@@ -29,9 +29,9 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from farm.color.palettes import FILE_SUFFIXES, STOPS, Gradient, gradient_table, read_gradient
 from farm.errors import SpecError
-from farm.waypoints import Key, complete, parse_angle, parse_duration, parse_keys, parse_turn
+from farm.spec.keys import Key, complete, parse_angle, parse_duration, parse_keys, parse_turn
+from farm.spec.palettes import FILE_SUFFIXES, STOPS, Gradient, gradient_table, read_gradient
 
 PALETTES = tuple(STOPS)
 COLOR_METHODS = ("shade", "histogram", "smooth", "distance")
@@ -56,7 +56,7 @@ _DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 class View:
     center: tuple[str, str]  # decimal strings: real, imaginary
     width: tuple[str, str]  # decimal strings: first and last frame, complex-plane units
-    angle: float = 0.0  # degrees, counter-clockwise: the first frame's rotation (farm/waypoints.py)
+    angle: float = 0.0  # degrees, counter-clockwise: the first frame's rotation (farm/spec/keys.py)
 
 
 @dataclass(frozen=True)
@@ -75,10 +75,10 @@ class Animation:
     # expmap: strip samples per output pixel at a frame's corners (angles A = oversample
     # pi hypot(W, H), rounded up to a multiple of 16)
     oversample: float = 1.0
-    # waypoints of the zoom's timeline (farm/waypoints.py, farm/plan/curve.py); () for the
+    # waypoints of the zoom's timeline (farm/spec/keys.py, farm/plan/curve.py); () for the
     # constant zoom speed from view.width[0] to view.width[1]
     keys: tuple[Key, ...] = ()
-    # degrees per second: a constant turning speed from view.angle (farm/waypoints.py)
+    # degrees per second: a constant turning speed from view.angle (farm/spec/keys.py)
     turn: float = 0.0
 
 
@@ -101,7 +101,7 @@ class Render:
 class Color:
     method: str = "shade"  # see farm.color.methods
     # a built-in name, or a gradient: a file (.json, .txt) read when the job is loaded,
-    # kept as its stops (farm/color/palettes.py)
+    # kept as its stops (farm/spec/palettes.py)
     palette: str | Gradient = "classic"
     cycles: float = 3.0  # palette repetitions over the equalised range
     smoothing: int = 4  # frames on each side whose CDFs are averaged (0: none)
@@ -308,7 +308,7 @@ def _path(suffixes: tuple[str, ...]) -> Callable[[Any, str], str]:
 
 
 REQUIRED = object()
-DERIVED = object()  # not required: derived from other keys (farm.waypoints.complete)
+DERIVED = object()  # not required: derived from other keys (farm.spec.keys.complete)
 OPTIONAL = object()  # None unless given
 # Keys parsed and checked, then resolved into others (never in the canonical text).
 RESOLVED = (("animation", "duration"),)

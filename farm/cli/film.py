@@ -13,8 +13,8 @@ LOCATION_OPTIONS = ("size", "frames", "seconds", "fps", "from_width", "max_iter"
 
 
 def job_options(args: argparse.Namespace):
-    """The location options as farm.locations.job.JobOptions."""
-    from farm.locations.job import JobOptions
+    """The location options as farm.film.locations.job.JobOptions."""
+    from farm.film.locations.job import JobOptions
 
     fps = 30 if args.fps is None else args.fps
     return JobOptions(size=args.size, frames=args.frames, seconds=args.seconds, fps=fps,
@@ -22,15 +22,15 @@ def job_options(args: argparse.Namespace):
 
 
 def load_job(args: argparse.Namespace, palette_beside: str | None = None):
-    """The job spec of ``args.job``: a job file, or a location file (farm.locations) with
+    """The job spec of ``args.job``: a job file, or a location file (farm.film.locations) with
     the location options. For a location with a palette, ``palette_beside`` (a store
     path or a folder) says where its gradient file is written; None: the job uses the
     default palette and nothing is written."""
     from pathlib import Path
 
-    from farm import locations
     from farm import spec as specmod
-    from farm.locations import job as locjob
+    from farm.film import locations
+    from farm.film.locations import job as locjob
 
     if locations.kind_of(args.job) is None:
         given = [name for name in LOCATION_OPTIONS if getattr(args, name, None) is not None]

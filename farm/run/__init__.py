@@ -29,26 +29,26 @@ from farm.compute.prep import FramePrep, close_helpers, spawn_helpers
 from farm.compute.render import TileRenderer
 from farm.compute.render import build_ahead as render_programs_ahead
 from farm.errors import DeviceError, FarmError, Interrupted, RenderFailed, StoreError, UsageError
-from farm.estimate import WorkEstimate, eta_seconds, plan_shape
 from farm.plan import Plan, make_plan, structure
 from farm.plan.references import References, pack, unpack, with_period_limits
 from farm.plan.references import describe as describe_references
-from farm.progress import Progress
-from farm.report import timeline_lines
+from farm.run.report import timeline_lines
+from farm.runtime.progress import Progress
+from farm.runtime.timeline import WORKER_COUNTERS, MasterTiming
 from farm.schedule import transport
 from farm.schedule.master import STOP_SIGNALS, MasterOptions, MasterReport, run_master
 from farm.schedule.packer import Packer, pack_threads
 from farm.schedule.worker import run_worker
 from farm.store import layout, space
 from farm.store.codec import Codec
+from farm.store.estimate import WorkEstimate, eta_seconds, plan_shape
 from farm.store.lock import StoreLock
 from farm.store.reader import Store
 from farm.store.writer import StoreWriter
-from farm.timeline import WORKER_COUNTERS, MasterTiming
 
 if TYPE_CHECKING:
-    from farm.early_refs import EarlyReferences
     from farm.encode.process import SinkProcess
+    from farm.run.early_refs import EarlyReferences
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
     ``max = "auto"``, or ``prepass_device`` (the render's device for it, whose context is
     made beside the start: :func:`_prepass_device`) does it (farm/compute/prepass.py; the
     same limits); ``early``, the
-    references being computed beside the command's start (farm/early_refs.py), taken for
+    references being computed beside the command's start (farm/run/early_refs.py), taken for
     a new store when they are this job's.
 
     A new store's body (everything but the references) is written before the
@@ -420,7 +420,7 @@ def _run_in_process(session: _Session, refs: References | None, codec: Codec,
 def render(spec: specmod.JobSpec, store: str | None = None, video: str | None = None,
            options: RenderOptions = RenderOptions(), early: EarlyReferences | None = None) -> int:
     """``farm render``: create or resume the store, render what is missing, encode;
-    ``early``: the job's references being computed beside the start (farm/early_refs.py)."""
+    ``early``: the job's references being computed beside the start (farm/run/early_refs.py)."""
     store_path = Path(store or spec.output.store)
     video = video or spec.output.video
     comm = transport.mpi_world()
