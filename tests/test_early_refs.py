@@ -136,7 +136,7 @@ def test_a_new_stores_body_and_builds_come_before_its_references(tmp_path, monke
     after them. References that fail leave no file at all."""
     from conftest import make_spec
 
-    from farm import run
+    from farm.run import prepare as run
 
     spec = make_spec(**{**DEEP, "max_iter": "auto" if auto else 3000})
     temporary = tmp_path / f".s.h5.{os.getpid()}.tmp"

@@ -82,7 +82,7 @@ def test_a_new_stores_limits_come_from_the_renders_device(cl_device, tmp_path, m
     """`prepare_store` of a `max = "auto"` job hands the pre-pass to the render's device
     (`_prepass_device`: its first GPU, else its first device) and stores the limits numpy
     plans."""
-    from farm import run
+    from farm.run import prepare as run
     from farm.store.reader import Store
 
     info, dev = cl_device
@@ -98,9 +98,9 @@ def test_a_new_stores_limits_come_from_the_renders_device(cl_device, tmp_path, m
     monkeypatch.setattr(device_prepass.DeviceRunner, "__call__", spy)
     clstart.prepare_contexts([dev])
     try:
-        assert run._prepass_device([(info, dev)]) is dev
+        assert run.prepass_device([(info, dev)]) is dev
         plan, _, _ = run.prepare_store(base.spec, tmp_path / "auto.h5", restart=False, progress=False,
-                                       prepass_device=run._prepass_device([(info, dev)]))
+                                       prepass_device=run.prepass_device([(info, dev)]))
     finally:
         clstart.release_unused()
     assert [f.max_iter for f in plan.frames] == want

@@ -157,7 +157,7 @@ def test_a_replaced_store_is_removed_beside_the_start(tmp_path, monkeypatch):
 
     from conftest import make_spec
 
-    from farm import run
+    from farm.run import prepare as run
     from farm.store import layout
 
     spec = make_spec(size=(16, 8), tile=(16, 8), frames=2, max_iter=100)
@@ -192,7 +192,7 @@ def test_a_replaced_stores_blocks_count_as_free_space_until_it_is_gone(tmp_path,
 
     from conftest import make_spec
 
-    from farm import run
+    from farm.run import prepare as run
     from farm.errors import StoreError
     from farm.store import layout, space
 

@@ -1,0 +1,211 @@
+"""The master's side of one render, from a prepared store to its end: the writer, the master
+loop over the pending tiles with progress, the video made alongside by the frame sink
+(farm/encode/process.py), and the run's timeline."""
+
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from farm import spec as specmod
+from farm.errors import Interrupted, RenderFailed
+from farm.plan import Plan
+from farm.run.report import timeline_lines
+from farm.runtime.progress import Progress
+from farm.runtime.timeline import WORKER_COUNTERS, MasterTiming
+from farm.schedule import transport
+from farm.schedule.master import MasterOptions, MasterReport, run_master
+from farm.store import space
+from farm.store.estimate import WorkEstimate, eta_seconds, plan_shape
+from farm.store.reader import Store
+from farm.store.writer import StoreWriter
+
+if TYPE_CHECKING:
+    from farm.encode.process import SinkProcess
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    device: str = "auto"  # see farm.compute.device
+    share_devices: bool = False  # allow more workers than devices on a node
+    workers: int | None = None  # worker threads in one process (None: one per GPU, else 1)
+    video: bool = True  # encode the video when the render completes
+    restart: bool = False  # replace a store made by a different job
+    verify: bool = False  # check every stored tile's crc before resuming
+    sync_every: float = 10.0  # seconds between fdatasyncs of the store
+    check_space: bool = True  # refuse a store its file system cannot hold
+    progress: bool = True
+    master: MasterOptions = field(default_factory=MasterOptions)
+
+
+@dataclass
+class Session:
+    """The master's side of one render, from the store's preparation to its end."""
+
+    plan: Plan
+    store_path: Path
+    options: RenderOptions
+    timing: MasterTiming
+    sink: SinkProcess | None  # the video, coloured and encoded while the render runs
+    video_path: Path | None = None  # where the sink put it
+    job: specmod.JobSpec | None = None  # whose video settings the sink has
+    video: str | None = None  # the video path the sink was given
+
+
+def spawn_sink(options: RenderOptions) -> SinkProcess | None:
+    """The video's process (farm/encode/process.py), started before anything else, or
+    None (--no-video)."""
+    if not options.video:
+        return None
+    from farm.encode.process import SinkProcess
+
+    return SinkProcess()
+
+
+def open_sink(sink: SinkProcess | None, spec: specmod.JobSpec, store_path: Path,
+               video: str | None) -> SinkProcess | None:
+    """Give the video's process its job: the job's colours and output settings (not the
+    store's: a render that changes only them recolours the stored frames). A palette or
+    video path that cannot be used is an error here, before any work."""
+    if sink is None or not video:
+        return None
+    from farm.encode import check_video
+
+    check_video(store_path, spec.color, video)
+    return sink.start(store_path, specmod.canonical_text(spec), video)
+
+
+def master_session(session: Session, link: transport.MasterLink,
+                    workers: int) -> MasterReport | None:
+    """Render what the store lacks, the video alongside. The sink is finished (the video
+    in place) or aborted (nothing left under its name) before this returns."""
+    try:
+        report = _write_session(session, link, workers)
+    except OSError as err:  # a disk that fills outside the writer thread (run row, sync)
+        if session.sink:
+            session.sink.abort()
+        if not space.is_disk_full(err):
+            raise
+        path = session.store_path
+        raise Interrupted(f"{space.disk_full_reason(path, err)}; {path} keeps every "
+                          f"finished tile: `farm resume {path}` continues") from None
+    except BaseException:
+        if session.sink:
+            session.sink.abort()
+        raise
+    return report
+
+
+def _write_session(session: Session, link: transport.MasterLink,
+                   workers: int) -> MasterReport | None:
+    plan, options, sink = session.plan, session.options, session.sink
+    with StoreWriter(session.store_path, plan, workers=workers,
+                     sync_every=options.sync_every) as writer:
+        bad = writer.recover(full=options.verify)
+        if bad:
+            print(f"farm: {len(bad)} stored tile(s) failed their checksum and will be "
+                  "rendered again", file=sys.stderr)
+        if sink:
+            for f in plan.frames_ready(writer.frame_done):  # frames a resume finds done
+                sink.frame_complete(int(f))
+        pending = writer.pending()
+        if sink and not pending and _video_in_place(session):  # nothing to do (issue 25.6c)
+            sink.abort()
+            sink = session.sink = None
+        timeline: dict[str, float] = {"process_started": session.timing.process_started,
+                                      "reference_s": session.timing.reference_s}
+        report = None
+        if pending:
+            report = _render(session, writer, link, pending, timeline)
+        if sink:
+            if report is None or report.end.status == "finished":
+                writer.sync_soon()  # the store to disk while the video's tail is made
+                t0 = time.perf_counter()
+                session.video_path = sink.finish()
+                timeline.update(video_ended=time.time(), color_s=sink.color_s,
+                                encode_s=sink.write_s, video_frames=sink.written)
+                timeline.setdefault("render_ended", time.time() - (time.perf_counter() - t0))
+            else:
+                sink.abort()
+        writer.end_run(timeline)
+    if session.video_path is not None and session.job is not None:  # the writer has closed
+        from farm.encode import record
+
+        record.remember(session.store_path, session.video_path, session.job)
+    if options.progress and (report is not None or sink):
+        with Store(session.store_path) as store:
+            lines = timeline_lines(store.status()["run"])
+        print("\n".join(f"farm: {line}" for line in lines), file=sys.stderr)
+    return report
+
+
+def _video_in_place(session: Session) -> bool:
+    """Whether the complete store's video is the one its render made with the session's
+    settings, unchanged since (farm/encode/record.py); says so on stderr when it is."""
+    from farm.encode import record
+
+    if session.job is None or session.video is None:
+        return False
+    output = record.output_path(session.video, len(session.plan.video_frames))
+    if not record.up_to_date(session.store_path, output, session.job):
+        return False
+    print(f"farm: {output} is in place, made from this store with these settings; nothing to do",
+          file=sys.stderr)
+    return True
+
+
+def _render(session: Session, writer: StoreWriter, link: transport.MasterLink,
+            pending: list[tuple[int, int]], timeline: dict[str, float]) -> MasterReport:
+    """The master loop over the pending tiles, with progress and the timeline's
+    render part (into ``timeline``)."""
+    plan, options = session.plan, session.options
+    estimate = WorkEstimate(writer.done, writer.meta["tiles/seconds"], plan_shape(plan))
+    device_s = [0.0]  # this run's device seconds so far
+    worker_counters: dict[int, tuple[float, ...]] = {}  # each worker's latest totals
+
+    def observe(batch: list) -> None:
+        for r in batch:
+            estimate.add(r.frame, r.tile, r.seconds)
+            device_s[0] += r.seconds
+            worker_counters[r.rank] = r.counters
+
+    bar = Progress(plan.tasks, "render", done=plan.tasks - len(pending),
+                   eta=lambda wall: eta_seconds(estimate.remaining_device_s(), device_s[0], wall))
+    bar.enabled = options.progress
+    on_frame = (plan.frame_notifier(writer.frame_done, session.sink.frame_complete)
+                if session.sink else None)  # expmap: completed units -> ready video frames
+    try:
+        report = run_master(writer, link, options.master, bar, on_batch=observe, on_frame=on_frame)
+    finally:
+        bar.close()
+    timeline.update(master_busy=report.busy_s, writer_busy=report.writer_busy_s,
+                    master_receive=report.receive_s, render_ended=time.time(), gpu_s=device_s[0])
+    for k, name in enumerate(WORKER_COUNTERS):
+        timeline[f"{name}_s"] = sum(c[k] for c in worker_counters.values() if len(c) > k)
+    return report
+
+
+def finish(report: MasterReport | None, session: Session) -> int:
+    store_path = session.store_path
+    if report is not None:
+        if report.end.status == "interrupted":
+            raise Interrupted(f"{report.end.reason}; {store_path} keeps every finished tile: "
+                              f"`farm resume {store_path}` continues")
+        if report.end.status == "failed":
+            raise RenderFailed(f"render failed: {report.end.reason}; finished tiles are saved "
+                               f"in {store_path}")
+    if session.video_path is not None:
+        print(f"farm: wrote {session.video_path}", file=sys.stderr)
+    return 0
+
+
+def check_paths(store_path: Path, video: str, options: RenderOptions) -> None:
+    """Every output path, before any work: one line and exit 2 for a path that
+    cannot be written."""
+    specmod.check_writable(store_path, "output.store")
+    if options.video:
+        specmod.check_writable(video, "output.video")
