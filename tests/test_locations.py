@@ -165,7 +165,10 @@ def test_f3_toml_imports_the_view_exactly(tmp_path):
     assert (loc.program, loc.real, loc.imag) == (locations.F3, RE, IM)
     assert (loc.zoom, loc.size) == ("1.5e20", (1280, 720))
     assert loc.iterations == 50000 and loc.escape_radius is None  # F3's default 625 is out of range
-    assert [n.split(":")[0].split(" =")[0] for n in loc.notes] == [
+    # the file leaves the escape radius at F3's default: nothing to say of it (issue 44.9)
+    assert [n.split(":")[0].split(" =")[0] for n in loc.notes] == ["ignored (no effect on the farm's picture)"]
+    radius = locations.f3.parse(F3.replace("bailout.iterations", "bailout.escape_radius = 625\nbailout.iterations"))
+    assert [n.split(":")[0].split(" =")[0] for n in radius.notes] == [
         "bailout.escape_radius", "ignored (no effect on the farm's picture)"]
     assert loc.angle == 12.5 and not loc.conjugate  # F3: the imaginary axis up, rotate counter-clockwise
     spec = specmod.parse_text(job_text(loc, JobOptions(frames=3), "deep.f3.toml"), name="deep")
@@ -286,3 +289,19 @@ def test_render_and_validate_take_a_location(tmp_path, write_job):
     job = write_job(size=(16, 16))
     result = run_farm("render", str(job), "--frames", "3")
     assert result.returncode == 2 and "--frames: only for a location file" in result.stderr
+
+
+def test_kf_image_size_is_the_jobs_size(tmp_path):
+    """KF's ImageWidth and ImageHeight are the job's size (the view exactly as KF showed
+    it), unless --size is given (issue 44.9)."""
+    sized = KFR.replace("Iterations: 12000", "Iterations: 12000\r\nImageWidth: 1280\r\nImageHeight: 720")
+    loc = locations.kf.parse(sized)
+    assert loc.size == (1280, 720)
+    assert not any("ImageWidth" in n for n in loc.notes)
+    spec = specmod.parse_text(job_text(loc, JobOptions(frames=3), "x.kfr"), name="x")
+    assert spec.size == (1280, 720)
+    assert_pixels_match(spec, locations.KF, RE, IM, "2.5E12", up=False, conjugate=True)
+    given = specmod.parse_text(job_text(loc, JobOptions(size=(320, 180), frames=3), "x.kfr"), name="x")
+    assert given.size == (320, 180)
+    odd = locations.kf.parse(sized.replace("ImageWidth: 1280", "ImageWidth: wide"))
+    assert odd.size is None and any(n.startswith("ImageWidth, ImageHeight") for n in odd.notes)

@@ -74,7 +74,7 @@ def _notes(data: dict[str, Any], escape: float) -> list[str]:
         value = _table(data, "transform").get(key, default)
         if value != default:
             notes.append(f"transform.{key} = {value!r}: {meaning}")
-    if not ESCAPE_RANGE[0] <= escape <= ESCAPE_RANGE[1]:
+    if "escape_radius" in _table(data, "bailout") and not ESCAPE_RANGE[0] <= escape <= ESCAPE_RANGE[1]:
         notes.append(f"bailout.escape_radius = {escape:g}: the farm's escape radius is 2..128; "
                      "the job uses 2 (escape times shift by about a count, the picture is the same)")
     subframes = _table(data, "image").get("subframes", 1)

@@ -55,7 +55,8 @@ COLOURING = ("IterDiv", "SmoothMethod", "ColorMethod", "Differences", "ColorOffs
              "SlopePower", "SlopeRatio", "SlopeAngle", "InteriorColor", "Texture", "TextureMerge",
              "TexturePower", "TextureRatio", "TextureFile", "UseColorIterations", "ColorIterations",
              "InfiniteWaves", "InteriorChecker", "Flat", "InverseTransition", "Blend")
-HONOURED = ("Re", "Im", "Zoom", "Iterations", "Colors", "RotateAngle", "ImagPointsUp")
+HONOURED = ("Re", "Im", "Zoom", "Iterations", "Colors", "RotateAngle", "ImagPointsUp", "ImageWidth",
+            "ImageHeight")
 TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no", "")
 
 
@@ -94,6 +95,15 @@ def _number(value: str) -> float | None:
         return None
 
 
+def _size(keys: dict[str, str]) -> tuple[int, int] | None:
+    """The image size KF saved (ImageWidth, ImageHeight), or None."""
+    try:
+        size = (int(keys["ImageWidth"]), int(keys["ImageHeight"]))
+    except (KeyError, ValueError):
+        return None
+    return size if min(size) > 0 else None
+
+
 def _notes(keys: dict[str, str]) -> list[str]:
     notes = []
     for key, (default, meaning) in GEOMETRY.items():
@@ -108,6 +118,9 @@ def _notes(keys: dict[str, str]) -> list[str]:
     if "RotateAngle" in keys and _number(keys["RotateAngle"]) is None:
         notes.append(f"RotateAngle: {keys['RotateAngle']!r} is not a number: the view is imported "
                      "unrotated")
+    if ("ImageWidth" in keys or "ImageHeight" in keys) and _size(keys) is None:
+        notes.append(f"ImageWidth, ImageHeight: {keys.get('ImageWidth')!r}, {keys.get('ImageHeight')!r} "
+                     "are not two positive integers: the job takes --size, else 1920x1080")
     up = keys.get("ImagPointsUp", "0").strip().lower()
     if up not in TRUE + FALSE:
         notes.append(f"ImagPointsUp: {keys['ImagPointsUp']!r} is not 0 or 1: taken as 0 (KF's "
@@ -142,4 +155,4 @@ def parse(text: str) -> Location:
         decimal_text(keys["Im"], "Im") if has_view else None,
         positive_zoom(keys["Zoom"], "Zoom") if has_view else None,
         iterations=iterations, colours=colours, angle=-rotate if rotate else 0.0,
-        conjugate=has_view and not up, notes=tuple(_notes(keys)))
+        conjugate=has_view and not up, size=_size(keys), notes=tuple(_notes(keys)))
