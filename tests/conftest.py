@@ -125,7 +125,10 @@ _STARTED: list[subprocess.Popen] = []
 
 
 def start(cmd, **kwargs) -> subprocess.Popen:
-    """``subprocess.Popen(cmd, **kwargs)``, ended with the test that started it."""
+    """``subprocess.Popen(cmd, **kwargs)``, ended with the test that started it; its
+    standard input is /dev/null unless given (a terminal's Ctrl-C stops a render at
+    once: farm/schedule/master.py)."""
+    kwargs.setdefault("stdin", subprocess.DEVNULL)
     proc = subprocess.Popen(cmd, start_new_session=True, **kwargs)
     _STARTED.append(proc)
     return proc

@@ -136,6 +136,18 @@ def test_stop_request_grace_period_expires():
     assert "grace" in out[-1].reason
 
 
+def test_ctrl_c_at_a_terminal_ends_at_once():
+    """No grace period for a person at a terminal (issue 44.6): the loop ends at the
+    request, and the tiles in flight go back to the store's pending list."""
+    s = Scheduler([(0, t) for t in range(4)], workers=[1], depth=2, grace=600)
+    s.handle(Joined(1), 0)
+    assert s.in_flight == 2
+    out = s.handle(StopRequested("received SIGINT", at_once=True), 1)
+    assert isinstance(out[-1], End) and out[-1].status == "interrupted"
+    notes = [i.text for i in out if isinstance(i, Note)]
+    assert notes and "stopping now" in notes[0] and "rendered again on resume" in notes[0]
+
+
 def test_a_second_stop_request_ends_at_once():
     s = Scheduler([(0, t) for t in range(4)], workers=[1], depth=2, grace=600)
     s.handle(Joined(1), 0)

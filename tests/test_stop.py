@@ -10,6 +10,7 @@ tens of seconds: the kernel is still running when the signal comes).
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -192,8 +193,8 @@ def test_a_replaced_stores_blocks_count_as_free_space_until_it_is_gone(tmp_path,
 
     from conftest import make_spec
 
-    from farm.run import prepare as run
     from farm.errors import StoreError
+    from farm.run import prepare as run
     from farm.store import layout, space
 
     spec = make_spec(size=(64, 32), tile=(64, 32), frames=4, max_iter=100)
@@ -217,3 +218,34 @@ def test_a_replaced_stores_blocks_count_as_free_space_until_it_is_gone(tmp_path,
     threading.Timer(0.2, gate.set).start()
     run._check_space(path, plan, codec, True, True, replaced)
     assert not replaced.path.exists()
+
+
+def test_ctrl_c_at_a_terminal_stops_at_once(tmp_path):
+    """Ctrl-C where standard input is a terminal: the render stops without its grace
+    period and says that the tiles in flight are rendered again on resume; the resume
+    completes the store (issue 44.6). SIGINT without a terminal keeps the grace period
+    (test_stop_during_a_long_kernel)."""
+    import pty
+
+    from conftest import hold_at
+
+    job = tmp_path / "zoom.toml"
+    job.write_text(job_text(size=(64, 48), frames=8, width=("3", "1e-3"), tile=(16, 16), max_iter=200))
+    store = tmp_path / "zoom.h5"
+    terminal, tty = pty.openpty()
+    try:
+        proc = start([sys.executable, "-m", "farm", "render", str(job), "--store", str(store),
+                      "--no-video", "--quiet", "--grace", "600"], stdin=tty, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True,
+                     env={**os.environ, "FARM_TEST_TILE_DELAY": "0.05", **hold_at(4)})
+        wait_for_tiles(proc, store, 4)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=600)
+    finally:
+        os.close(terminal)
+        os.close(tty)
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    assert "stopping now" in err and "rendered again on resume" in err, err
+    assert "finishing" not in err
+    resumed = run_farm("resume", str(store), "--no-video", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr

@@ -6,7 +6,9 @@ each batch of accepted results to a writer thread
 (:class:`~farm.store.writer.WriterThread`), so it goes on receiving while the disk
 works and the workers go on computing. SIGTERM, SIGINT and SIGUSR1 become a stop
 request: no new assignments, results in flight are collected for ``grace``
-seconds, then the loop ends as "interrupted".
+seconds, then the loop ends as "interrupted". Ctrl-C at a terminal (SIGINT with
+standard input a terminal) ends it at once: its tiles in flight are rendered again
+on resume.
 """
 
 from __future__ import annotations
@@ -64,11 +66,22 @@ class MasterReport:
                 f"deciding {share(self.busy_s)}, writer thread {share(self.writer_busy_s)}")
 
 
+def _at_a_terminal() -> bool:
+    """Whether a person runs this command at a terminal (its standard input is one): their
+    Ctrl-C stops at once. A batch system's SIGTERM, or a SIGINT without a terminal, gets
+    the grace period."""
+    try:
+        return os.isatty(0)
+    except OSError:
+        return False
+
+
 class _Signals:
     """Turns stop signals into a flag for the loop, and restores handlers after."""
 
     def __init__(self) -> None:
         self.caught: str | None = None
+        self.at_once = False  # the signal was Ctrl-C at a terminal
         self._old: dict[int, object] = {}
 
     def __enter__(self) -> _Signals:
@@ -79,6 +92,7 @@ class _Signals:
 
     def _catch(self, signum: int, _frame: object) -> None:
         self.caught = signal.Signals(signum).name
+        self.at_once = signum == signal.SIGINT and _at_a_terminal()
 
     def __exit__(self, *exc: object) -> None:
         for sig, old in self._old.items():
@@ -121,7 +135,7 @@ def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = M
             events = link.poll(0.05)
             started = time.monotonic()
             if signals.caught:
-                events.append(StopRequested(f"received {signals.caught}"))
+                events.append(StopRequested(f"received {signals.caught}", at_once=signals.at_once))
                 signals.caught = None
             if background.error is not None:
                 if not is_disk_full(background.error):

@@ -92,6 +92,7 @@ class Tick:
 @dataclass(frozen=True)
 class StopRequested:
     reason: str = "stop requested"
+    at_once: bool = False  # Ctrl-C at a terminal: no grace period for the tiles in flight
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,14 @@ class Scheduler:
         elif isinstance(event, Lost):
             self._drop_worker(event.worker, f"worker {event.worker} lost: {event.reason}", out)
         elif isinstance(event, StopRequested):
-            if self.stop_deadline is None:
+            if event.at_once:  # the person at the terminal wants the prompt back now
+                self.stop_deadline = now
+                self.stop_reason = event.reason
+                self.stop_now = True
+                if self.in_flight:
+                    out.append(Note(f"{event.reason}: stopping now; the {self.in_flight} tile(s) in "
+                                    "flight are rendered again on resume"))
+            elif self.stop_deadline is None:
                 self.stop_deadline = now + self.grace
                 self.stop_reason = event.reason
                 out.append(Note(f"{event.reason}: finishing {self.in_flight} tile(s) in flight "
