@@ -24,11 +24,12 @@ import numpy as np
 from farm import spec as specmod
 from farm.color.methods import Style
 from farm.encode.audio import SoundtrackSink, silent_path
-from farm.encode.ffmpeg import EncodeError, VideoSettings, ffmpeg_binary, partial_path
+from farm.encode.ffmpeg import EncodeError, VideoSettings, partial_path
 from farm.encode.outputs import Output, PngOutput, StillOutput, VideoOutput, png_name
 from farm.encode.segments import SegmentedSink, boundaries, segment_count
 from farm.encode.sink import Colourer, FrameSink
 from farm.errors import StoreError, UsageError
+from farm.runtime.media import ffmpeg_binary
 from farm.store import lock
 from farm.store.reader import Store
 

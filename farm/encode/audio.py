@@ -17,74 +17,35 @@ leaves neither the silent nor the partial file.
 
 :class:`SoundtrackSink` wraps a frame sink (its ``finish`` ends with the mux);
 :func:`farm.encode.open_video_sink` hands it out when the settings name a track.
-:func:`track_seconds` decodes the track once to check it and measure it, before any
-rendering (``farm render``, ``validate``, ``resume``, ``encode``), and gives
-``animation.duration = "audio"`` its length.
+:func:`check` has the track decoded once to check it and measure it
+(:func:`farm.runtime.media.track_seconds`, which also gives ``animation.duration =
+"audio"`` its length), before any rendering (``farm render``, ``validate``,
+``resume``, ``encode``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
-import re
 import subprocess
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from farm.encode.ffmpeg import EncodeError, ffmpeg_binary, last_line, partial_path
+from farm.encode.ffmpeg import EncodeError, partial_path
 from farm.errors import SpecError
+from farm.runtime.media import FIELD, ffmpeg_binary, last_line, track_seconds
 
 if TYPE_CHECKING:
     from farm.spec import JobSpec
 
-FIELD = "output.audio"
 AAC_BITRATE = "192k"
-_TIME = re.compile(r"time=\s*(\d+):(\d\d):(\d\d(?:\.\d+)?)")
 
 
 def silent_path(video: str | os.PathLike[str]) -> Path:
     """Where the video waits for its soundtrack: hidden, beside it."""
     path = Path(video)
     return path.with_name(f".{path.stem}.silent{path.suffix}")
-
-
-def track_seconds(path: str | os.PathLike[str]) -> float:
-    """The length in seconds of the first audio stream of ``path``, by decoding all of
-    it with ffmpeg (a file it cannot read is found here, not after the render), once a
-    process for each version of the file. SpecError naming output.audio when the file
-    is missing, unreadable or silent."""
-    p = Path(path)
-    if not p.is_file():
-        raise SpecError(FIELD, f"{path} does not exist" if not p.exists() else f"{path} is not a file")
-    st = p.stat()
-    return _decoded_seconds(str(p.resolve()), st.st_mtime_ns, st.st_size, str(path))
-
-
-@functools.lru_cache(maxsize=16)
-def _decoded_seconds(p: str, _mtime_ns: int, _size: int, path: str) -> float:
-    """:func:`track_seconds` of the file ``p`` as it is at that time and size (``path``:
-    as the user named it, for the errors)."""
-    cmd = [ffmpeg_binary(), "-hide_banner", "-nostdin", "-i", str(p), "-map", "0:a:0", "-f", "null", "-"]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600,
-                              check=False)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise SpecError(FIELD, f"{path}: ffmpeg could not read it ({err})") from None
-    if done.returncode != 0:
-        why = last_line(done.stderr, done.returncode)
-        if "matches no streams" in done.stderr:
-            why = "it has no audio stream"
-        raise SpecError(FIELD, f"{path}: not a sound file ffmpeg can read: {why}")
-    times = _TIME.findall(done.stderr)
-    if not times:
-        raise SpecError(FIELD, f"{path}: ffmpeg decoded no sound from it")
-    h, m, s = times[-1]
-    seconds = int(h) * 3600 + int(m) * 60 + float(s)
-    if seconds <= 0:
-        raise SpecError(FIELD, f"{path}: the track is empty")
-    return seconds
 
 
 def check(spec: JobSpec) -> float | None:

@@ -2,7 +2,9 @@
 
 The video is ``yuv420p`` H.264 in MP4 (plays everywhere); yuv420p needs even
 dimensions, so an odd width or height loses its last column or row. ffmpeg is the one
-on ``PATH``, else the binary that the ``imageio-ffmpeg`` wheel carries.
+on ``PATH``, else the binary that the ``imageio-ffmpeg`` wheel carries
+(:func:`farm.runtime.media.ffmpeg_binary`, which this module hands on, with
+:func:`~farm.runtime.media.last_line`).
 
 Codec (``output.codec``): ``libx264`` at ``output.crf`` with ``output.preset`` and
 one thread per core (x264's own choice), or ``h264_nvenc`` (NVIDIA's encoder, constant
@@ -20,10 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -37,37 +36,12 @@ from farm.color.yuv import I420, even, from_rgb
 from farm.compute.nodes import nvidia_present
 from farm.errors import FarmError, UsageError
 from farm.runtime import pipes
+from farm.runtime.media import _wheel_ffmpeg as _wheel_ffmpeg  # handed on: tests clear its cache here
+from farm.runtime.media import ffmpeg_binary, last_line
 
 
 class EncodeError(FarmError):
     """ffmpeg failed: its last line of error output is in the message."""
-
-
-def ffmpeg_binary() -> str:
-    """The ffmpeg on PATH, else imageio-ffmpeg's."""
-    return shutil.which("ffmpeg") or _wheel_ffmpeg()
-
-
-@functools.cache
-def _wheel_ffmpeg() -> str:
-    """The binary the imageio-ffmpeg wheel carries (IMAGEIO_FFMPEG_EXE where the user set
-    it), found in the wheel's ``binaries`` folder without importing the package: its own
-    lookup (``imageio_ffmpeg.get_ffmpeg_exe``) imports it and runs the binary once to
-    check it, 0.05 s on the 2-core machine on the way to a video's first frame. Where
-    the folder holds no single binary, that lookup decides."""
-    chosen = os.environ.get("IMAGEIO_FFMPEG_EXE")
-    if chosen:
-        return chosen
-    spec = importlib.util.find_spec("imageio_ffmpeg")
-    if spec is None:
-        raise UsageError("no ffmpeg on PATH and imageio-ffmpeg is not installed")
-    found = [p for folder in spec.submodule_search_locations or []
-             for p in Path(folder, "binaries").glob("ffmpeg-*") if p.is_file() and os.access(p, os.X_OK)]
-    if len(found) == 1:
-        return str(found[0])
-    import imageio_ffmpeg
-
-    return str(imageio_ffmpeg.get_ffmpeg_exe())
 
 
 @dataclass(frozen=True)
@@ -87,20 +61,6 @@ class VideoSettings:
         out = spec.output
         return cls(Path(path or out.video), fps or spec.animation.fps,
                    out.crf if crf is None else crf, out.preset, out.codec, out.audio)
-
-
-def last_line(stderr: str, returncode: int | None) -> str:
-    """What an ffmpeg run that failed says: its last line of error output, or its exit
-    status when it printed nothing (the signal that ended it, if one did)."""
-    lines = stderr.strip().splitlines()
-    if lines:
-        return lines[-1]
-    if returncode is not None and returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            pass
-    return f"exit status {returncode}"
 
 
 def partial_path(video: Path) -> Path:

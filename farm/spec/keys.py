@@ -5,8 +5,8 @@ then (``width``, a decimal string, or ``zoom``, with ``width = 4 / zoom``), and 
 zoom goes on to the next key (``interpolation``: ``"cubic"``, monotone in log width;
 ``"linear"`` in log width, a constant zoom speed; ``"hold"``, the width stays until
 the next key). How a frame's width follows the keys is plan code
-(:mod:`farm.plan.curve`); here the keys are parsed, checked, and the spec's derived
-values filled in (:func:`complete`):
+(:mod:`farm.plan.curve`); here the keys are parsed and checked, and their rules say
+how the spec's derived values are filled in (:func:`farm.spec.derived.complete`):
 
 * the video's length: ``animation.frames``, or ``animation.duration`` in seconds
   (``frames = round(duration * fps)``), or ``"audio"`` (the soundtrack's length,
@@ -37,19 +37,15 @@ jobs without rotation keep their text and hash.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from farm.errors import SpecError
-
-if TYPE_CHECKING:
-    from farm.spec import JobSpec
 
 INTERPOLATIONS = ("cubic", "linear", "hold")
 KEY_FIELDS = ("time", "width", "zoom", "interpolation", "angle")
@@ -185,62 +181,8 @@ def parse_duration(value: Any, field: str) -> float | str:
     return seconds
 
 
-def _frames(spec: JobSpec, duration: float | str | None,
-            probe: Callable[[str], float] | None) -> int:
-    """The video's frames when animation.frames is not given."""
-    fps, keys = spec.animation.fps, spec.animation.keys
-    if duration == "audio":
-        if spec.output.audio is None:
-            raise SpecError("animation.duration", '"audio" needs a soundtrack: output.audio')
-        if probe is None:
-            from farm.encode.audio import track_seconds
-
-            probe = track_seconds
-        seconds = probe(spec.output.audio)
-        field = "output.audio"
-    elif duration is not None:
-        seconds, field = float(duration), "animation.duration"
-    elif keys:
-        return min(MAX_FRAMES, round(keys[-1].time_exact * fps) + 1)
-    else:
-        raise SpecError("animation.frames", 'is required (or animation.duration: seconds, or '
-                        '"audio"; or [[animation.keys]])')
-    frames = max(1, round(seconds * fps))
-    if frames > MAX_FRAMES:
-        raise SpecError(field, f"{seconds:g} s at {fps} fps is {frames} frames; at most {MAX_FRAMES}")
-    return frames
-
-
 def key_range(keys: tuple[Key, ...]) -> tuple[str, str]:
     """(widest, deepest) width of the keys, as decimal strings: the derived view.width."""
     widest = max(keys, key=Key.width_exact)
     deepest = min(keys, key=Key.width_exact)
     return widest.width_text(), deepest.width_text()
-
-
-def complete(spec: JobSpec, given: dict[str, Any],
-             probe: Callable[[str], float] | None = None) -> JobSpec:
-    """The spec with its derived values: ``animation.frames`` from the duration or the
-    keys, ``view.width`` from the keys. ``given``: ``{"frames": bool, "width": bool,
-    "duration": value or None}``, what the job file said. ``probe(path)``: a
-    soundtrack's length in seconds (default: farm.encode.audio.track_seconds)."""
-    animation, view = spec.animation, spec.view
-    duration = given.get("duration")
-    if given["frames"] and duration is not None:
-        raise SpecError("animation.duration", "give animation.frames or animation.duration, not both")
-    if not given["frames"]:
-        animation = dataclasses.replace(animation, frames=_frames(spec, duration, probe))
-    if animation.keys:
-        derived = key_range(animation.keys)
-        if given["width"] and tuple(view.width) != derived:
-            raise SpecError("view.width", "with [[animation.keys]] the widths come from the keys; "
-                            f"leave view.width out (or give [widest, deepest] = {list(derived)})")
-        view = dataclasses.replace(view, width=derived)
-    elif not given["width"]:
-        raise SpecError("view.width", "is required (or [[animation.keys]])")
-    if keyed_angles(animation.keys):
-        for name, value in (("view.angle", view.angle), ("animation.turn", animation.turn)):
-            if value != 0:
-                raise SpecError(name, "the keys give the angle ([[animation.keys]] angle); "
-                                f"leave {name} out")
-    return dataclasses.replace(spec, animation=animation, view=view)
