@@ -11,7 +11,7 @@ ctypes releases the GIL around every foreign call, so MPFR called through ctypes
 multiplies (x + y)(x - y) on this thread while a helper thread multiplies x y.
 Measured on a 2-core machine (benchmarks/orbit_engines.py, best of 8, the second
 core free): a step at 100,000 digits (332k bits) takes 0.86 ms here against 1.60 ms
-for gmpy2 on one thread (1.98 ms in the form x^2 - y^2 that farm/numerics/period.py
+for gmpy2 on one thread (1.98 ms in the form x^2 - y^2 that farm/numerics/orbiters.py
 used before); at 30,000 digits 0.22 ms against 0.33; at 20,000 0.14 against 0.19; at
 15,000 0.112 against 0.124; at 10,000 the hand-over between threads costs more than it
 saves (0.089 ms against 0.075). While other work holds the second core, the threads
@@ -196,7 +196,7 @@ class Orbiter:
 
 class NewtonOrbiter(Orbiter):
     """z <- z^2 + c with its derivative dz <- 2 z dz + 1 (Newton's method for nuclei
-    and Misiurewicz points, farm/numerics/period.py), six products a step, three on
+    and Misiurewicz points, farm/numerics/newton.py), six products a step, three on
     each thread: (x + y)(x - y), x u, y v here and x y, x v, y u on the helper (z = x +
     i y, dz = u + i v, both from the step before)."""
 

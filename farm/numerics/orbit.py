@@ -2,7 +2,7 @@
 point, at any depth; and what the host derives from the orbit in doubles.
 
 A reference orbit is computed at the depth's precision (thousands of bits, farm/numerics/
-period.py) but the kernels read it rounded: the deltas they add to it are tiny, so 53
+orbiters.py) but the kernels read it rounded: the deltas they add to it are tiny, so 53
 bits of each Z are enough. Most points are of order 1 and are the doubles themselves;
 a point that comes close to 0 (the orbit of a point near a deep minibrot passes within
 1e-5000 of 0 at the minibrot's period) would underflow, and there the floatexp kernel
@@ -159,7 +159,7 @@ def laps(points: Orbit, wrap: int, iterations: int) -> Orbit:
     ``wrap``, period q), as the kernels get it: Z(0) .. Z(k - 1), then the cycle Z(k)
     .. Z(k + q - 1) over and over, to cover ``iterations`` (at most UNROLL_POINTS
     points; pixels that need more wrap back to Z(k)), and Z(k) last. The point is
-    periodic after k to its precision (farm/plan/references.py), so the laps are its
+    periodic after k to its precision (farm/plan/reference_orbits.py), so the laps are its
     orbit; over them the skip tables take whole laps at once, where a pixel spirals
     out from the point's neighbourhood."""
     q = len(points) - 1 - wrap

@@ -2,21 +2,21 @@
 the centre's fate (escape, attracting cycle, or a repelling one: a Misiurewicz point),
 and the orbit itself, rounded as the kernels keep it.
 
-Only z runs at the depth's precision (farm/numerics/period.py: an orbiter, on two
+Only z runs at the depth's precision (farm/numerics/orbiters.py: an orbiter, on two
 threads at great depths); its derivative dz/dc, which period detection and distance
 estimates only compare in magnitude, runs in doubles with an exponent along the
 rounded orbit (farm/numerics/orbit.py), so a scan costs one orbit at full precision
 (the derivative at full precision made it about twice that, and an escape's distance
 estimate took a second pass).
 
-Notation as in period.py: z_n = f_c^n(0), dz_n = d z_n / dc.
+Notation as in farm/numerics/period.py: z_n = f_c^n(0), dz_n = d z_n / dc.
 
 * Periods (the "ball method" to first order): the disc of radius r around c is mapped
   by f^n to about the disc of radius r |dz_n| around z_n; the lowest n at which that
   disc holds 0 is the period of the lowest-period atom the disc meets.
 * Attracting cycles: Brent's cycle finding on z in doubles (z compared with its value
   at the last power of two); a return that moves less than the lap before is checked
-  by Newton's method at full precision (period.attracting_cycle).
+  by Newton's method at full precision (attracting_cycles.attracting_cycle).
 * Repelling cycles (with ``repeats``): an n at which z_n lands within 2^-40 of an
   earlier z_m on a cycle whose multiplier exceeds 1 (orbit.Repeats): c is at or near
   the Misiurewicz point of preperiod m and period q = n - m. Newton's step from c to
@@ -38,8 +38,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from farm.numerics import period as per
+from gmpy2 import mpc, mpfr
+
+from farm.numerics.attracting_cycles import Cycle, attracting_cycle
+from farm.numerics.mpfr_points import log2_abs, parse
 from farm.numerics.orbit import Derivative, Orbit, Recorder, Repeats
+from farm.numerics.orbiters import orbiter, restart
 
 RETURN_LOG2 = -48  # a return closer than 2^-48 (relative) hints at an attracting cycle
 RETURN_QUIET = -36  # after a repeat that is not exact: none looked at while |dz| < 2^-36 / step
@@ -78,7 +82,7 @@ class Scan:
     log2_de: float | None
     returns: int
     steps: int
-    cycle: per.Cycle | None = None
+    cycle: Cycle | None = None
     repeat: tuple[int, int] | None = None
     log2_newton: float = math.inf
     orbit: Orbit | None = field(default=None, compare=False, repr=False)
@@ -115,8 +119,8 @@ class _State:
     def __init__(self, center: Sequence[str], bits: int, log2_radii: Sequence[float],
                  repeats: bool, log2_exact: float):
         self.bits = bits
-        self.c = per.parse(center, bits)
-        self.run = per.orbiter(self.c, bits)
+        self.c = parse(center, bits)
+        self.run = orbiter(self.c, bits)
         self.rec = Recorder()
         self.dz = Derivative()
         self.radii = list(log2_radii)
@@ -133,8 +137,8 @@ class _State:
         self.saved_points: dict[int, object] = {0: self.run.save()}
         self.n = 0
         # Brent: z at the last power of two (double and full), a pending return
-        self.saved, self.saved_z, self.saved_at, self.watch = 0j, per.mpc(0), 0, True
-        self.pending: tuple[int, int, per.mpc, per.mpfr] | None = None
+        self.saved, self.saved_z, self.saved_at, self.watch = 0j, mpc(0), 0, True
+        self.pending: tuple[int, int, mpc, mpfr] | None = None
 
     @property
     def periods_found(self) -> bool:
@@ -180,7 +184,7 @@ class _State:
 
     def _inside(self, n: int) -> Scan | None:
         """At the smallest disc's period n: is c inside a component of period n?
-        Newton's method at full precision answers (period.attracting_cycle, which also
+        Newton's method at full precision answers (attracting_cycle, which also
         refuses a cycle of a divisor's period), asked only where the first lap's
         multiplier |prod_{j<=n} 2 z_j| is below 2, the bound at which that method gives
         up. A centre in a minibrot, or near a component's edge (the Seahorse centre:
@@ -189,7 +193,7 @@ class _State:
         the scan goes on."""
         if self.lap_log2 >= 1 or not self.watch or self.pending is not None:
             return None
-        cycle = per.attracting_cycle(self.c, n, self.bits, self.run.value())
+        cycle = attracting_cycle(self.c, n, self.bits, self.run.value())
         return None if cycle is None else self.result(n, returns=n, cycle=cycle)
 
     def _brent(self, n: int, zf: complex, ze: int) -> Scan | None:
@@ -200,7 +204,7 @@ class _State:
             # (at full precision: the moves can be far below a double's resolution)
             q, _, then, moved = self.pending
             z = self.run.value()
-            cycle = (per.attracting_cycle(self.c, q, self.bits, z) if abs(z - then) <= moved
+            cycle = (attracting_cycle(self.c, q, self.bits, z) if abs(z - then) <= moved
                      else None)
             if cycle is not None:
                 return self.result(n, returns=q, cycle=cycle)
@@ -213,7 +217,7 @@ class _State:
             self.saved, self.saved_z, self.saved_at = zf, z if z is not None else self.run.value(), n
         return None
 
-    def result(self, n: int, returns: int = 0, cycle: per.Cycle | None = None,
+    def result(self, n: int, returns: int = 0, cycle: Cycle | None = None,
                repeat: tuple[int, int] | None = None, log2_newton: float = math.inf) -> Scan:
         if repeat is None and returns == 0 and self.candidate is not None:
             repeat, log2_newton = self.candidate[:2], self.candidate[2]
@@ -252,7 +256,7 @@ class _State:
         (a, ea), (b, eb) = dz.value(), before
         top = max(ea, eb)
         slope = a * math.ldexp(1.0, ea - top) - b * math.ldexp(1.0, eb - top)
-        return per.log2_abs(delta) - (math.log2(abs(slope)) + top) if slope else math.inf
+        return log2_abs(delta) - (math.log2(abs(slope)) + top) if slope else math.inf
 
     def _value_at(self, k: int):
         """z_k at full precision: the orbiter's own value, or from the saved point before
@@ -260,7 +264,7 @@ class _State:
         if k == self.n:
             return self.run.value()
         start = max(j for j in self.saved_points if j <= k)
-        again = per.restart(self.c, self.bits, self.saved_points[start])
+        again = restart(self.c, self.bits, self.saved_points[start])
         try:
             for _ in range(k - start):
                 again.step()

@@ -22,7 +22,7 @@ from typing import Any
 from farm.errors import SpecError
 from farm.plan import precision
 from farm.plan.channels import Channel, channels_for
-from farm.plan.references import References
+from farm.plan.reference_types import References
 from farm.plan.references import select as select_references
 from farm.plan.tiles import Tile, TileGrid
 from farm.plan.units import ExpmapLayout
@@ -55,7 +55,7 @@ class FramePlan:
     precision: str  # f64 | fp128 | quad-single | perturb
     bits: int  # mpmath precision for this frame's coordinates
     # max = "auto": the rule that set max_iter ("depth", "periods" or "escapes": see
-    # farm/plan/references.py with_period_limits); "" for a fixed or stored limit
+    # farm/plan/auto_limits.py with_period_limits); "" for a fixed or stored limit
     limit_rule: str = field(default="", compare=False)
     # degrees, counter-clockwise, exact (farm/plan/curve.py): the frame's rotation; 0 for
     # expmap units (their strip and centre image are unrotated: synthesis turns them)

@@ -6,7 +6,7 @@ it and comes out black where its pixels would have escaped. So, before anything 
 rendered, the frame's view is sampled on a coarse grid and iterated here, in doubles,
 with a high limit, and the frame's limit is the count by which ``QUANTILE`` of the
 grid's escaping points have escaped (at least the depth rule, and at least the
-periods a nucleus reference asks for: farm/plan/references.py).
+periods a nucleus reference asks for: farm/plan/auto_limits.py).
 
 What is iterated, per sampled frame:
 
@@ -31,7 +31,7 @@ What is iterated, per sampled frame:
 At most ``SAMPLED_FRAMES`` frames are iterated, spread evenly over the frames the
 pre-pass takes (all of them together, one numpy loop); the others take the
 logarithmic interpolation of their neighbours' statistics. Frames whose limit a
-nucleus reference sets are left to it (farm/plan/references.py ``auto_periods`` is
+nucleus reference sets are left to it (farm/plan/auto_limits.py ``auto_periods`` is
 the same statistic, measured near the nucleus, and their points would take many
 periods here). The stop rule sees escapes up to about twice the limit it picks, so
 the limit lets roughly 98-99% of the escaping points escape (measured at the dense

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from farm.numerics import period as per
 from farm.numerics.orbit import Orbit
 from farm.numerics.scan import checkpoints
-from farm.store.space import human
+from farm.runtime.byte_sizes import human
 
 POINT_BYTES = 20  # a kept orbit point: two float64 and an int32
 
@@ -64,13 +64,13 @@ class ReferenceCost:
 
 def estimate(plan) -> ReferenceCost | None:
     """The cost of ``plan``'s references (None when no frame is perturbed)."""
-    from farm.plan.references import _scan_steps
+    from farm.plan.references import scan_steps
 
     needs = plan.reference_needs()
     if needs is None:
         return None
     bits, max_iter = needs
-    steps, period_steps = _scan_steps(max_iter, bits)
+    steps, period_steps = scan_steps(max_iter, bits)
     seconds, threads = step_time(bits)
     return ReferenceCost(bits, max(steps, period_steps, max_iter), seconds, threads)
 

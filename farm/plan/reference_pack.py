@@ -1,13 +1,13 @@
-"""References packed for the store and for MPI's broadcast (farm/plan/references.py's
+"""References packed for the store and for MPI's broadcast (farm/plan/reference_types.py's
 :class:`References` as plain lists and two arrays), and back."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from farm.plan.references import Reference, References
+from farm.plan.reference_types import Reference, References
 
-# farm.numerics (mpmath, gmpy2) is imported where used: see farm/plan/references.py
+# farm.numerics (mpmath, gmpy2) is imported where used: see farm/plan/reference_types.py
 
 
 def pack(refs: References) -> tuple[dict, np.ndarray]:

@@ -2,7 +2,7 @@
 
 A zoom shows structure while the boundary of the Mandelbrot set crosses the view. Its
 centre's orbit tells how far the centre is from that boundary
-(farm/plan/references.py scans it once, farm/numerics/period.py):
+(farm/plan/references.py scans it once, farm/numerics/scan.py):
 
 * the orbit escapes: the centre is outside the set, and the exterior distance estimate
   b = 2 |z| ln|z| / |dz/dc| bounds its distance d to the set, b/4 <= d <= b;
@@ -23,8 +23,9 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
-from farm.plan.references import Fate, References, fate_of
-from farm.plan.references import _e as sci
+from farm.plan.reference_text import sci
+from farm.plan.reference_types import Fate, References
+from farm.plan.references import fate_of
 
 
 def _decimals(text: str) -> int:

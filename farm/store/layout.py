@@ -99,7 +99,8 @@ import h5py
 import numpy as np
 
 from farm.plan import Plan
-from farm.plan.references import References, pack, unpack
+from farm.plan.reference_pack import pack, unpack
+from farm.plan.reference_types import References
 from farm.spec import canonical_text
 from farm.store.codec import FS_BLOCK, RAW, ZSTD, Codec, SparseWriter
 

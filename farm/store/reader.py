@@ -1,4 +1,5 @@
-"""Read-only access to a store: its spec and plan, frames, histograms and progress.
+"""Read-only access to a store: its spec and plan, frames, histograms and tiles done
+(its progress report: farm/store/status.py).
 
 Readers open the file with h5py in read mode; they may run while a render writes
 (the writer never holds HDF5 open), e.g. ``farm status`` from a second shell.
@@ -13,11 +14,9 @@ read both methods alike. ``units``, ``unit_done``, ``unit``, ``strip_rows`` and
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,71 +25,19 @@ import numpy as np
 
 from farm import spec as specmod
 from farm.color.raw import PlanesFrame, RawFrame
-from farm.color.stats import last_nonzero
 from farm.errors import StoreError
 from farm.plan import ExpmapLayout, Plan, TileGrid, make_plan
 from farm.plan.channels import channels_for
-from farm.plan.references import References
-from farm.store import layout, lock
+from farm.plan.reference_types import References
+from farm.store import layout
 from farm.store.chunks import Chunks, channel_codec, decode_pool, read_blocks
 from farm.store.codec import Codec
-from farm.store.estimate import WorkEstimate, eta_seconds, plan_shape
+from farm.store.sparse_rows import row_prefix, trimmed
+from farm.store.status import status as store_status
 from farm.synth import Raster
 
 # each store's chunk slots, found once per process: (path, device, inode, created) -> slots
 _CHUNKS: dict[tuple, Chunks | None] = {}
-
-
-def data_ranges(fd: int, start: int, end: int) -> list[tuple[int, int]] | None:
-    """The byte ranges of ``start .. end`` that hold data, as the file system tells
-    (``lseek`` with SEEK_DATA and SEEK_HOLE; whole blocks), in order: what is not in
-    them is a hole, never written, and reads as zeros. None where the file system
-    cannot tell (then any byte may be data)."""
-    out: list[tuple[int, int]] = []
-    pos = start
-    try:
-        while pos < end:
-            try:
-                a = os.lseek(fd, pos, os.SEEK_DATA)
-            except OSError as err:
-                if err.errno == errno.ENXIO:  # no data from pos to the end of the file
-                    break
-                raise
-            if a >= end:
-                break
-            b = min(os.lseek(fd, a, os.SEEK_HOLE), end)
-            out.append((a, b))
-            pos = b
-    except (OSError, AttributeError):  # (EINVAL: not supported; no SEEK_DATA on this OS)
-        return None
-    return out
-
-
-def trimmed(row: np.ndarray) -> np.ndarray:
-    """``row`` up to its last entry that is not zero (at least one entry)."""
-    return row[:max(1, last_nonzero(row) + 1)]
-
-
-def row_prefix(fd: int, start: int, n: int) -> np.ndarray:
-    """The int64 row of ``n`` entries at byte ``start`` of the file, up to its last
-    entry that is not zero (:func:`trimmed`), reading only the ranges that hold data.
-    The writer writes a histogram row from its first to its last count that is not
-    zero: a deep frame's row may be 10^7 bins (80 MB) of which a few thousand were
-    written, and reading the holes as zeros cost the video's colouring more than the
-    frame's pixels. Where the file system cannot tell holes from data, the whole row."""
-    end = start + 8 * n
-    ranges = data_ranges(fd, start, end)
-    if ranges is None:
-        ranges = [(start, end)]
-    if not ranges:
-        return np.zeros(1, np.int64)
-    count = -(-(ranges[-1][1] - start) // 8)  # entries up to the last byte of data
-    row = np.zeros(count, np.int64)
-    for a, b in ranges:  # (whole entries: the row need not start on a block)
-        i0, i1 = (a - start) // 8, min(count, -(-(b - start) // 8))
-        data = os.pread(fd, 8 * (i1 - i0), start + 8 * i0)
-        row[i0:i0 + len(data) // 8] = np.frombuffer(data, "<i8")
-    return trimmed(row)
 
 
 @functools.lru_cache(maxsize=16)
@@ -284,7 +231,7 @@ class Store:
     def histogram(self, frame: int, full: bool = True) -> np.ndarray:
         """Frame f's count histogram, int64 (N,), N = the store's histogram length; with
         ``full=False`` the row up to its last count that is not zero (what colouring
-        needs), read from the parts of the file the writer wrote (:func:`row_prefix`)."""
+        needs), read from the parts of the file the writer wrote (farm/store/sparse_rows.py)."""
         n = int(self._shape("histogram")[0][1])
         if self.expmap:
             row = self.raw(frame).histogram
@@ -400,8 +347,8 @@ class Store:
         same file, farm/synth/engine.py; or the reader's own), looked up once per reader."""
         if self._synth is not None:
             return self._synth
+        from farm.compute.synthesis import Synthesis, shared
         from farm.plan.units import layout_for
-        from farm.synth.engine import Synthesis, shared
 
         stat = os.stat(self.path)
         key = (os.path.realpath(self.path), stat.st_dev, stat.st_ino,
@@ -425,81 +372,7 @@ class Store:
         return self._synthesis().frame(frame, self.strip_rows, self.centre_image)
 
     # ------------------------------------------------------------------ progress
-    def _frame_progress(self, done: np.ndarray) -> np.ndarray:
-        """Share of each video frame's tiles that are stored (expmap: of its units')."""
-        if not self.expmap:
-            return done.mean(axis=1)
-        layout = self._layout()
-        have = np.concatenate([[0], np.cumsum(done.sum(axis=1), dtype=np.int64)])
-        lo, hi = np.array(layout.needs, dtype=np.int64).reshape(-1, 2).T
-        return (have[hi] - have[lo]) / ((hi - lo) * done.shape[1])
-
     def status(self, now: float | None = None) -> dict[str, Any]:
-        """Progress, rate, ETA and per-rank balance of the latest run (for ``farm status``).
-
-        ``rendering`` names the process that renders the store now (its lock), or is
-        None; only then is there an ETA (``run.eta_s``), from the predicted device time
-        left (farm/store/estimate.py) at the run's rate."""
-        now = time.time() if now is None else now
-        done = self.done()
-        unit_done = self.unit_done()
-        f_count, t_count = done.shape
-        finished = self.file["tiles/finished"][...]
-        run = self.file["tiles/run"][...]
-        rank = self.file["tiles/rank"][...]
-        seconds = self.file["tiles/seconds"][...]
-        runs = self.file["runs"][...]
-        started = runs["started"]
-        run_ids = np.flatnonzero(started > 0)
-        out: dict[str, Any] = {
-            "store": str(self.path),
-            "method": self.method,
-            "frames": self.frames,
-            "tiles_per_frame": t_count,  # expmap: per unit
-            "tiles_done": int(done.sum()),
-            "tiles_total": int(done.size),
-            "frames_complete": int(self.frame_done().sum()),  # expmap: video frames ready
-            "frame_progress": [round(float(x), 4) for x in self._frame_progress(done)],
-            "runs": int(len(run_ids)),
-            "complete": bool(unit_done.all()),
-            "rendering": lock.holder(self.path),  # who renders now, or None
-        }
-        if self.expmap:
-            out.update(units=f_count, units_complete=int(unit_done.sum()),
-                       unit_progress=[round(float(x), 4) for x in done.mean(axis=1)])
-        if len(run_ids) == 0:
-            return out
-        last = int(run_ids[-1])
-        mine = done & (run == last)
-        out["run"] = {"index": last, "started": float(started[last]),
-                      "workers": int(runs["workers"][last]), "tiles": int(mine.sum())}
-        row = runs[last]
-        out["run"]["timeline"] = {name: (int(row[name]) if name in ("workers", "video_frames")
-                                         else round(float(row[name]), 6))
-                                  for name in runs.dtype.names}
-        if runs["ended"][last] > 0:
-            wall = float(runs["ended"][last] - started[last])
-            out["run"]["wall_s"] = round(wall, 3)
-            out["run"]["master_busy_share"] = round(float(runs["master_busy"][last]) / wall, 4)
-            out["run"]["writer_busy_share"] = round(float(runs["writer_busy"][last]) / wall, 4)
-        if mine.any():
-            t_end = float(finished[mine].max())
-            elapsed = max(t_end - float(started[last]), 1e-9)
-            rate = float(mine.sum()) / elapsed
-            out["run"].update({
-                "elapsed_s": round(elapsed, 3),
-                "tiles_per_s": round(rate, 4),
-                "last_tile_age_s": round(now - t_end, 1),
-            })
-            remaining = WorkEstimate(done, seconds, plan_shape(self.plan())).remaining_device_s() or 0.0
-            out["remaining_device_s"] = round(remaining, 3)
-            eta = eta_seconds(remaining, float(seconds[mine].sum()), elapsed)
-            if out["rendering"] is not None and eta is not None:  # only a live render has an ETA
-                out["run"]["eta_s"] = round(max(0.0, eta - (now - t_end)), 1)
-            busy = {int(r): float(seconds[mine & (rank == r)].sum()) for r in np.unique(rank[mine])}
-            mean = sum(busy.values()) / len(busy)
-            out["run"]["busy_s"] = {str(r): round(b, 3) for r, b in sorted(busy.items())}
-            out["run"]["busy_share"] = {str(r): round(b / elapsed, 4) for r, b in sorted(busy.items())}
-            out["run"]["balance_max_over_mean"] = round(max(busy.values()) / mean, 4) if mean else None
-        return out
-
+        """Progress, rate, ETA and per-rank balance of the latest run (for ``farm status``):
+        farm/store/status.py."""
+        return store_status(self, now)

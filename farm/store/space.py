@@ -21,6 +21,7 @@ import shutil
 from pathlib import Path
 
 from farm.errors import StoreError
+from farm.runtime.byte_sizes import human
 
 # write errors that mean "no room": the render stops and can resume once there is
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
@@ -78,15 +79,6 @@ def largest_file(path: Path) -> tuple[str, int] | None:
     except (OSError, ValueError):
         return None
     return (kind, (1 << (bits - 1)) - 1) if 0 < bits < 64 else None
-
-
-def human(n: float) -> str:
-    """Bytes for people: 13.7 PB, 1.5 GB, 820 MB (powers of 1000, as df -H)."""
-    for unit, scale in (("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6),
-                        ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
 
 
 def allocated(path: Path) -> int:
