@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from farm import spec as specmod
 from farm.compute.device import candidates
-from farm.compute.render import LaunchConfig, TileRenderer
+from farm.compute.launch import LaunchConfig
+from farm.compute.render import TileRenderer
 from farm.plan import make_plan
 
 WORKLOADS = {

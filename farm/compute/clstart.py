@@ -9,7 +9,7 @@ run beside the farm's imports and its reference orbit instead:
 
 * :func:`begin` (``farm render`` and ``farm resume``, before they import the farm's
   modules) imports pyopencl, then asks its ICD loader for the platforms and their
-  devices on a daemon thread; :func:`wait_platforms` (farm/compute/device.py, before
+  devices on a daemon thread; :func:`wait_platforms` (farm/compute/inventory.py, before
   pyopencl asks the same) waits for it, so the loader starts once, on that thread.
   (pyopencl first: its wheel's loader finds the wheel's PoCL only as pyopencl sets it
   up, and crashed when asked before that.)

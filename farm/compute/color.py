@@ -41,8 +41,9 @@ from farm.color.raw import PlanesFrame, RawFrame
 from farm.color.render import TO_LINEAR, TO_SRGB
 from farm.color.stats import FrameStats
 from farm.compute import clstart
-from farm.compute.device import DeviceInfo, candidates
+from farm.compute.device import candidates
 from farm.compute.events import wait_quietly
+from farm.compute.inventory import DeviceInfo
 from farm.compute.programs import build
 from farm.errors import FarmError
 from farm.spec.palettes import LUT_SIZE

@@ -15,6 +15,9 @@ A CPU device is a candidate only once a child process has built and run every ke
 on it (farm/compute/kernelcheck.py: a compiler that crashes takes the child, not the
 render; the verdict is remembered per driver and device), so a render falls back to
 the next device, or says in one line what to install.
+
+The devices themselves, as :class:`~farm.compute.inventory.DeviceInfo` records, are
+listed by farm/compute/inventory.py.
 """
 
 from __future__ import annotations
@@ -24,11 +27,11 @@ import glob
 import os
 import re
 import shutil
-from dataclasses import dataclass
 
 import pyopencl as cl
 
-from farm.compute import clstart
+from farm.compute import kernelcheck
+from farm.compute.inventory import DeviceInfo, list_devices
 from farm.errors import DeviceError, UsageError
 
 # Vendor OpenCL libraries that an ICD file must name for the loader to see them.
@@ -41,64 +44,6 @@ _LIB_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/
              "/usr/local/nvidia/lib", "/opt/rocm/lib"]
 
 
-@dataclass(frozen=True)
-class DeviceInfo:
-    platform_index: int
-    device_index: int
-    platform: str
-    name: str
-    kind: str  # GPU | CPU | ACCELERATOR | ...
-    compute_units: int
-    global_mem: int
-    fp64: bool
-    int64_atomics: bool
-    platform_version: str = ""  # what the kernel check's verdict is remembered by
-    device_version: str = ""
-    driver: str = ""
-
-    @property
-    def ref(self) -> str:
-        return f"{self.platform_index}:{self.device_index}"
-
-    def describe(self) -> str:
-        missing = [n for n, ok in (("fp64", self.fp64), ("int64 atomics", self.int64_atomics))
-                   if not ok]
-        extra = f"  (lacks {', '.join(missing)})" if missing else ""
-        return (f"[{self.ref}] {self.kind:<4} {self.name}  ({self.platform}; "
-                f"{self.compute_units} units, {self.global_mem / 2**30:.1f} GiB){extra}")
-
-
-def _kind(dev: cl.Device) -> str:
-    t = dev.type
-    for name in ("GPU", "CPU", "ACCELERATOR"):
-        if t & getattr(cl.device_type, name):
-            return name
-    return "OTHER"
-
-
-def list_devices() -> list[tuple[DeviceInfo, cl.Device]]:
-    """Every device of every platform; an empty list when no platform is registered."""
-    clstart.wait_platforms()  # a discovery begun beside the imports: the loader starts once
-    try:
-        platforms = cl.get_platforms()
-    except cl.Error:  # the ICD loader found no platform at all
-        return []
-    out = []
-    for p_idx, plat in enumerate(platforms):
-        try:
-            devices = plat.get_devices()
-        except cl.Error:
-            continue
-        for d_idx, dev in enumerate(devices):
-            ext = dev.extensions.split()
-            info = DeviceInfo(p_idx, d_idx, plat.name.strip(), dev.name.strip(), _kind(dev),
-                              dev.max_compute_units, dev.global_mem_size,
-                              "cl_khr_fp64" in ext, "cl_khr_int64_base_atomics" in ext,
-                              plat.version.strip(), dev.version.strip(), dev.driver_version.strip())
-            out.append((info, dev))
-    return out
-
-
 @functools.cache
 def build_problem(info: DeviceInfo) -> str | None:
     """Why ``info``'s device cannot render (one line), or None when it can: for a CPU
@@ -108,8 +53,6 @@ def build_problem(info: DeviceInfo) -> str | None:
     context on a GPU costs start-up time."""
     if info.kind == "GPU":
         return None
-    from farm.compute import kernelcheck
-
     return kernelcheck.problem(info)
 
 
@@ -118,8 +61,6 @@ def known_problem(info: DeviceInfo) -> str | None:
     shows it for devices that are not candidates)."""
     if info.kind == "GPU":
         return None
-    from farm.compute import kernelcheck
-
     return kernelcheck.cached(info)[1]
 
 

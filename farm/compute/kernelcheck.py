@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from farm.compute.device import DeviceInfo
+    from farm.compute.inventory import DeviceInfo
 
 TIMEOUT_S = 900.0  # a crashing LLVM took 4 minutes on a loaded 2-core machine
 CRASH_KNOB = "FARM_TEST_KERNEL_CRASH"
@@ -215,7 +215,7 @@ def main(argv: list[str]) -> int:
     (which must be named NAME)."""
     import pyopencl as cl
 
-    from farm.compute.device import list_devices
+    from farm.compute.inventory import list_devices
     from farm.compute.render import TileRenderer
     from farm.errors import FarmError
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from farm.compute.device import DeviceInfo
+from farm.compute.inventory import DeviceInfo
 from farm.runtime.cores import usable_cores
 
 

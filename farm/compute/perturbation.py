@@ -39,7 +39,7 @@ from farm.numerics import period as per
 from farm.numerics.bla import EPS, OrbitMaps, SkipTable, empty_table, orbit_maps, skip_table_log2
 from farm.numerics.orbit import Orbit, laps
 from farm.plan import FramePlan, Plan, precision
-from farm.plan.references import Reference, References
+from farm.plan.reference_types import Reference, References
 
 
 @dataclass(frozen=True)

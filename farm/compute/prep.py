@@ -42,7 +42,7 @@ from farm.numerics.axes import encode_exact, exact_axis, rotated_axes, sample_ax
 from farm.numerics.bla import device_layout
 from farm.plan import FramePlan, Plan, prepass
 from farm.plan import samples as sample_pattern
-from farm.plan.references import References
+from farm.plan.reference_types import References
 from farm.plan.units import CENTRE, scaled
 from farm.runtime import pipes
 

@@ -23,8 +23,9 @@ import pyopencl as cl
 import pyopencl.cltypes as clt
 
 from farm.compute import programs
-from farm.compute.device import DeviceInfo, candidates
+from farm.compute.device import candidates
 from farm.compute.events import wait_quietly
+from farm.compute.inventory import DeviceInfo
 from farm.compute.launch import LaunchConfig
 from farm.errors import FarmError
 from farm.plan.expmap import ExpmapGeometry
