@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
-"""The data path measured as a user waits for it: render, store, video, and plain ffmpeg.
+"""The data path and the store, measured as a user waits for it: render, store, video, plain ffmpeg.
+
+Reproduces BENCHMARKS.md's rows on the compact store's size, the render phase and the
+whole command with and without video (with plain ffmpeg on the same frames), and (with
+``--codec``) the store's encoding on one core.
 
     python3 benchmarks/datapath.py [--jobs A.toml,B.toml] [--steps render,video,ffmpeg,encode,disk]
                                    [--baseline DIR] [--ks 1,2,4,8] [--work DIR]
+    python3 benchmarks/datapath.py --codec STORE --codec-frames 24 --levels 1,-1
 
 For each job (default: the 360-frame 1080p minibrot zoom and the heavy 1080p Seahorse
 zoom), the steps asked for:
@@ -22,6 +27,15 @@ zoom), the steps asked for:
 * ``disk``    the store's file system writing 2 GB sequentially with direct I/O (dd).
 
 Prints a table per job; everything goes to ``$OUT/datapath.json`` when OUT is set.
+
+``--codec STORE``: what the compact store's encoding costs one core. For evenly spaced
+frames of a finished store (not an expmap one) it reads each pixel channel whole, then
+times on this thread, best of three: the byte shuffle (numpy; the GPU's
+kernels/shuffle.cl does it in a render), zstd at each of ``--levels`` on the shuffled
+planes (what a packing thread does, farm/store/codec.py), the XXH3 checksum, and the
+reader's decoding (zstd, then unshuffle). It prints milliseconds of CPU a frame and the
+compressed size against the raw one, summed over the channels, and what the whole
+store's frames would take at those rates: work a render and a video cannot skip.
 """
 
 from __future__ import annotations
@@ -167,7 +181,7 @@ def plain_ffmpeg(raw: Path, frames: int, w: int, h: int, settings: dict, k: int,
     to 1 MB, as the farm's encoders' are since 38d73dc, farm/runtime/pipes.py; ``pix_fmt``:
     the raw frames' format, ``rgb24`` or ``yuv420p``; ``delay``: seconds between starting
     the processes and their first frame, counted in the time)."""
-    from farm.encode.ffmpeg import ffmpeg_binary
+    from farm.runtime.media import ffmpeg_binary
 
     size = w * h * 3 if pix_fmt == "rgb24" else w * h * 3 // 2
     cuts = [frames * i // k for i in range(k + 1)]
@@ -225,16 +239,87 @@ def disk_speed(folder: Path) -> float:
     return mb_s
 
 
+# --------------------------------------------------------------------------- --codec
+
+def best_cpu(fn, repeat: int = 3) -> float:
+    """The least thread CPU seconds of ``repeat`` calls."""
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.thread_time()
+        fn()
+        best = min(best, time.thread_time() - t)
+    return best
+
+
+def codec_speed(store_path: Path, frames: int, levels_text: str) -> None:
+    """The --codec table (see the module's docstring)."""
+    import numpy as np
+    import xxhash
+    import zstandard
+
+    from farm.store.codec import shuffle, unshuffle
+    from farm.store.reader import Store
+
+    levels = [int(x) for x in levels_text.split(",")]
+    with Store(store_path) as store:
+        if store.expmap:
+            raise SystemExit("datapath --codec: an expmap store's units are strips, not frames")
+        names = [c.name for c in store.plan().channels]
+        count = store.frames
+        picks = sorted({round(i * (count - 1) / max(1, frames - 1)) for i in range(frames)})
+        sums: dict[str, float] = {}
+        raw_bytes = 0
+
+        def add(key: str, value: float) -> None:
+            sums[key] = sums.get(key, 0.0) + value
+
+        for f in picks:
+            for got in store.read(f, names):
+                arr = np.ascontiguousarray(got)
+                raw_bytes += arr.nbytes
+                planes = shuffle(arr)
+                add("shuffle (numpy)", best_cpu(lambda a=arr: shuffle(a)))
+                for level in levels:
+                    comp = zstandard.ZstdCompressor(level=level, write_content_size=True)
+                    data = comp.compress(planes.data)
+                    add(f"zstd {level} compress", best_cpu(lambda c=comp, p=planes: c.compress(p.data)))
+                    add(f"zstd {level} bytes", len(data))
+                    if level == levels[0]:
+                        payload = data
+                add("xxh3 checksum", best_cpu(lambda p=payload: xxhash.xxh3_64_intdigest(p)))
+                dec = zstandard.ZstdDecompressor()
+                out = np.empty_like(arr)
+                add("decode (zstd, unshuffle)", best_cpu(
+                    lambda d=dec, p=payload, a=arr, o=out: unshuffle(d.decompress(p), a.dtype, a.shape, o)))
+    n = len(picks)
+    print(f"{store_path}: {n} of {count} frames, channels {', '.join(names)}, "
+          f"{raw_bytes / n / 1e6:.1f} MB raw a frame")
+    print(f"{'step':28s} {'ms a frame':>10s} {'all frames, CPU s':>18s}  size")
+    for key, value in sums.items():
+        if key.endswith(" bytes"):
+            continue
+        size = sums.get(key.replace("compress", "bytes")) if key.endswith("compress") else None
+        ratio = f"{raw_bytes / size:.2f}x smaller" if size else ""
+        print(f"{key:28s} {value / n * 1e3:10.2f} {value / n * count:18.2f}  {ratio}")
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[:2]))
     ap.add_argument("--jobs", default=",".join(str(j) for j in JOBS))
     ap.add_argument("--steps", default="render,video,ffmpeg,encode,disk")
     ap.add_argument("--baseline", type=Path, help="a checkout of the version to compare with")
     ap.add_argument("--ks", default="1,2,4,8", help="processes / segments to try")
     ap.add_argument("--video-ks", default="default",
                     help="segments for the video step's renders (FARM_ENCODE_SEGMENTS), or default")
-    ap.add_argument("--work", type=Path)
+    ap.add_argument("--work", type=Path, help="folder for the stores (default: a temporary one)")
+    ap.add_argument("--codec", type=Path, metavar="STORE",
+                    help="the store's encoding on one core, on STORE's frames, instead")
+    ap.add_argument("--codec-frames", type=int, default=12, help="with --codec: frames, evenly spaced")
+    ap.add_argument("--levels", default="1,-1", help="with --codec: zstd levels, comma-separated")
     args = ap.parse_args()
+    if args.codec:
+        codec_speed(args.codec, args.codec_frames, args.levels)
+        return
     steps = args.steps.split(",")
     ks = [int(k) for k in args.ks.split(",")]
     work = args.work or Path(tempfile.mkdtemp(prefix="farm-datapath-"))

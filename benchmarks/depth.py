@@ -1,8 +1,12 @@
-"""Speed at depth: 1080p frames at 1e-10000 and 1e-100000 near Misiurewicz points that
-`farm find` produces, the whole `farm render` command timed and split into reference
-orbit, start-up and render (the store's timeline: farm/runtime/timeline.py).
+"""Depth and reference orbits: frames at 1e-10000 and 1e-100000, a zoom to 1e-10000, an orbit step by engine.
 
-Frames (each a one-frame job, auto iterations, the device `farm render` picks):
+Reproduces BENCHMARKS.md's rows "1080p frames at depth" and "600-frame 1080p zoom to
+1e-10000", and (``--orbits``) the table of "Depth and reference orbits".
+
+Near Misiurewicz points that `farm find` produces, the whole `farm render` command timed
+and split into reference orbit, start-up and render (the store's timeline:
+farm/runtime/timeline.py). Frames (each a one-frame job, auto iterations, the device
+`farm render` picks):
 
   10k-deep    1e-10000 at a Misiurewicz point followed down to 1e-10000 (its
               preperiod, and so its reference orbit, about the iterations the depth
@@ -15,18 +19,37 @@ Frames (each a one-frame job, auto iterations, the device `farm render` picks):
               its video (issue 23: "renders end to end on one GPU")
 
 The `farm find` runs are timed apart (they are the user's preparation, not the
-render; here, on two cores: 11 s, 200 s and 180 s); jobs already in --out are
+render; on two cores: 11 s, 200 s and 180 s); jobs already in --out are
 rendered as they are, so they can be made beforehand on another machine and the
 renders timed alone. The stores are removed before each render (a fresh render,
 reference included). Usage (from the repository root; --size 320x180 for a quick CPU
 run):
 
     python benchmarks/depth.py [--size 1920x1080] [--only 10k,100k] [--out DIR] [--find-only]
+    python benchmarks/depth.py --find-only --size 1920x1080 --out out/depthjobs   # CPU machine
+    python3 benchmarks/depth.py --only 10k,10k,10k-deep,100k,zoom-10k --out out/depthjobs  # GPU
+
+``--orbits [ROUNDS]``: one step of a reference orbit, z <- z^2 + c, at 10k, 30k and 100k
+digits, by engine, the best of ROUNDS runs (default 6; the load average is printed):
+
+  gmpy2 x^2-y^2      gmpy2, one thread, x' = x^2 - y^2 + cr, y' = 2xy + ci (three
+                     products: the farm's form before issue 23)
+  gmpy2 (x+y)(x-y)   gmpy2, one thread, two products (GmpyOrbiter)
+  MPFR 2 threads     MPFR through ctypes, (x+y)(x-y) here and x y on a helper thread
+                     at once (ThreadedOrbiter: ctypes releases the GIL, gmpy2 does not)
+  2 processes        gmpy2, x y in a second process, numbers through a pipe
+  flint arb 1/2 thr  python-flint's arb (if installed), ctx.threads 1 and 2
+
+The point is inside the main cardioid with random digits to full length (an orbit
+that neither escapes nor has short numbers).
+
+    python3 benchmarks/depth.py --orbits 8
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import subprocess
 import sys
 import tempfile
@@ -94,14 +117,159 @@ def phases(store: Path) -> dict:
             "startup_s": max(0.0, float(run["started"]) - started - reference)}
 
 
+
+# --------------------------------------------------------------------------- --orbits
+
+def centre(digits: int, seed: int = 5) -> tuple[str, str]:
+    rnd = random.Random(seed)
+    tail = "".join(rnd.choice("0123456789") for _ in range(digits))
+    return "-0.1" + tail, "0.1" + tail[::-1]
+
+
+def steps_of(c: tuple[str, str], bits: int) -> int:
+    return max(20, int(3e8 / bits**1.2))
+
+
+def old_form(c, bits, steps):
+    import gmpy2
+    from gmpy2 import mpfr
+
+    with gmpy2.context(gmpy2.get_context(), precision=bits):
+        cr, ci = mpfr(c[0]), mpfr(c[1])
+        x = y = xx = yy = mpfr(0)
+        for _ in range(12):
+            y = 2 * x * y + ci
+            x = xx - yy + cr
+            xx, yy = x * x, y * y
+        t = time.perf_counter()
+        for _ in range(steps):
+            y = 2 * x * y + ci
+            x = xx - yy + cr
+            xx, yy = x * x, y * y
+            float(x), float(y)
+        return (time.perf_counter() - t) / steps
+
+
+def orbiter(kind):
+    def run(c, bits, steps):
+        from farm.numerics import period as per
+
+        o = kind(per.parse(c, bits), bits)
+        try:
+            for _ in range(12):
+                o.step()
+            t = time.perf_counter()
+            for _ in range(steps):
+                o.step()
+                o.point()
+            return (time.perf_counter() - t) / steps
+        finally:
+            o.close()
+    return run
+
+
+def _helper(conn, bits):
+    import gmpy2
+
+    gmpy2.get_context().precision = bits
+    while True:
+        msg = conn.recv_bytes()
+        if not msg:
+            return
+        x, y = (gmpy2.from_binary(part) for part in msg.split(b"\0SEP\0"))
+        conn.send_bytes(gmpy2.to_binary(x * y))
+
+
+def processes(c, bits, steps):
+    import multiprocessing as mp
+
+    import gmpy2
+    from gmpy2 import mpfr
+
+    a, b = mp.Pipe()
+    p = mp.get_context("fork").Process(target=_helper, args=(b, bits), daemon=True)
+    p.start()
+    with gmpy2.context(gmpy2.get_context(), precision=bits):
+        cr, ci = mpfr(c[0]), mpfr(c[1])
+        x, y = mpfr(c[0]), mpfr(c[1])
+        t = time.perf_counter()
+        for _ in range(steps):
+            a.send_bytes(gmpy2.to_binary(x) + b"\0SEP\0" + gmpy2.to_binary(y))
+            s = (x + y) * (x - y) + cr
+            x, y = s, gmpy2.mul_2exp(gmpy2.from_binary(a.recv_bytes()), 1) + ci
+            float(x), float(y)
+        dt = (time.perf_counter() - t) / steps
+    a.send_bytes(b"")
+    p.join()
+    return dt
+
+
+def flint_arb(threads):
+    def run(c, bits, steps):
+        import flint
+
+        flint.ctx.prec, flint.ctx.threads = bits, threads
+        cr, ci = flint.arb(c[0]), flint.arb(c[1])
+        x = y = flint.arb(0)
+        t = time.perf_counter()
+        for _ in range(steps):
+            x, y = ((x + y) * (x - y) + cr).mid(), (2 * x * y + ci).mid()
+            float(x), float(y)
+        return (time.perf_counter() - t) / steps
+    return run
+
+
+def engines() -> dict:
+    """The engines of the --orbits table (see the module's docstring)."""
+    from farm.numerics import mpfr_threads
+    from farm.numerics import period as per
+
+    found = {"gmpy2 x^2-y^2": old_form, "gmpy2 (x+y)(x-y)": orbiter(per.GmpyOrbiter)}
+    if mpfr_threads.available():
+        found["MPFR 2 threads"] = orbiter(per.ThreadedOrbiter)
+    found["2 processes"] = processes
+    try:
+        import flint  # noqa: F401
+
+        found["flint arb 1 thr"] = flint_arb(1)
+        found["flint arb 2 thr"] = flint_arb(2)
+    except ImportError:
+        pass
+    return found
+
+
+def orbits(rounds: int) -> None:
+    """The --orbits table."""
+    import os
+
+    found = engines()
+    print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}; best of {rounds}")
+    print("digits  bits    " + "".join(f"{k:>20s}" for k in found))
+    for digits in (10_000, 30_000, 100_000):
+        c, bits = centre(digits), int(digits * 3.3219) + 64
+        best = dict.fromkeys(found, float("inf"))
+        for _ in range(rounds):
+            for name, run in found.items():
+                best[name] = min(best[name], run(c, bits, steps_of(c, bits)))
+        print(f"{digits:<7d} {bits:<7d} " + "".join(f"{v * 1e3:17.3f} ms" for v in best.values()),
+              flush=True)
+    print(f"load average after {os.getloadavg()[0]:.2f}")
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size", default="1920x1080")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n")[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", default="1920x1080", help="frame size (default %(default)s)")
     ap.add_argument("--only", default=",".join(CASES), help="cases, comma-separated")
     ap.add_argument("--out", help="directory for the jobs and stores (default: a temporary one)")
     ap.add_argument("--find-only", action="store_true",
                     help="write the jobs (farm find) and stop: render them later, elsewhere")
+    ap.add_argument("--orbits", type=int, nargs="?", const=6, metavar="ROUNDS",
+                    help="one reference-orbit step by engine, best of ROUNDS (default 6), instead")
     args = ap.parse_args()
+    if args.orbits:
+        orbits(args.orbits)
+        return
     out = Path(args.out or tempfile.mkdtemp(prefix="farm-depth-"))
     out.mkdir(parents=True, exist_ok=True)
     for name in args.only.split(","):

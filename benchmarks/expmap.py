@@ -1,6 +1,9 @@
 """Exponential-map zooms: pixels against frame-by-frame, frame synthesis speed, and the
 same zoom rendered by both methods through the farm.
 
+Reproduces BENCHMARKS.md's exponential-map row (pixels, total against frame by frame,
+synthesis a frame) and the section "Exponential-map zooms".
+
     python benchmarks/expmap.py counts                 # no device needed
     python benchmarks/expmap.py synth [--size 1920x1080] [--frames 90] [--device auto]
     python benchmarks/expmap.py render [--size 1920x1080] [--doublings 12] [--width0 4]
@@ -201,8 +204,8 @@ def render_both(size: tuple[int, int], width0: str, doublings: float, per_doubli
 
 def synthesis_speed(store: Path) -> dict:
     """Every frame through Store.raw in order, in a fresh synthesis: frames/s."""
+    from farm.compute import synthesis as engine
     from farm.store.reader import Store
-    from farm.synth import engine
 
     engine._SHARED.clear()
     with Store(store) as s:
@@ -290,7 +293,7 @@ def likeness(direct: Path, expmap: Path, device: str) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[:2]))
     ap.add_argument("what", choices=["counts", "synth", "render", "all"])
     ap.add_argument("--size", default="1920x1080")
     ap.add_argument("--frames", type=int, default=90, help="synth: frames timed")

@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
-"""The whole job on 1..N GPUs of one host, as a user waits for it (issue 22).
+"""Scaling over GPUs: the whole job on 1..N GPUs of one host, and the render phase against the kernel alone.
+
+Reproduces BENCHMARKS.md's rows on 2 GPUs against 1, `mpiexec -n 2`, the render phase
+against the kernels' device time, the whole command against the issue's bound, and (with
+``--phase``) the render phase on 4 GPUs against 1 and against the kernel alone.
 
     python3 benchmarks/gpu_scaling.py [--jobs A.toml,B.toml] [--configs 1,2,mpi1,mpi2,1nv,2nv]
                                       [--ffmpeg-ks 8,16] [--corun 16] [--work DIR]
                                       [--farm-args "..."]
+    python3 benchmarks/gpu_scaling.py --phase benchmarks/jobs/scaling_deep_1024.toml --workers 1,2,4 \
+        --no-single --kernel-every 8
 
 For each job and each configuration, ``farm render --restart`` from scratch:
 
@@ -31,6 +37,14 @@ its cores (the whole command also colours
 and feeds the frames; the issue's bound counts the two as if each had the machine to
 itself). Everything goes to
 ``$OUT/gpu_scaling.json`` when OUT is set, after every run.
+
+``--phase JOB``: the render phase of one job (``--no-video``), in one process and under
+mpiexec with each of ``--workers`` worker ranks (one GPU each), against the kernel alone
+(every ``--kernel-every``-th frame's tiles rendered back to back on one device through
+TileRenderer, the kernels' device time summed): Giter/s (escape counts, max_iter for
+interior pixels), frames per minute, speed-up and efficiency against one worker, each
+worker's busy share and the master's (receiving, deciding, writing), read back from the
+stores. "Phase" runs from the first tile's start to the last tile's end.
 """
 
 from __future__ import annotations
@@ -40,6 +54,7 @@ import concurrent.futures
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -81,6 +96,8 @@ def store_digest(store: Path) -> list[str]:
     return [*digests, flags.hexdigest()]
 
 
+# --------------------------------------------------------------------------- the whole job
+
 def command(config: str, job: Path, store: Path, video: Path, extra: list[str]) -> list[str]:
     farm = [sys.executable, "-m", "farm", "render", str(job), "--store", str(store), "--restart",
             "--quiet", *extra]
@@ -112,8 +129,135 @@ def gpus(config: str) -> int:
     return int(config.removeprefix("mpi").removesuffix("nv"))
 
 
+# --------------------------------------------------------------------------- --phase
+
+def job_iterations(store: Path, frames: range | None = None) -> int:
+    """Iterations the job costs: each pixel's count, or max_iter where it is interior
+    (the farm's reader: a compressed store's tiles are decoded by the farm, not HDF5)."""
+    import h5py
+
+    from farm.store.reader import Store
+
+    with h5py.File(store, "r") as f:
+        limits = f["frames/max_iter"][...]
+    total = 0
+    with Store(store) as s:
+        for k in frames or range(s.frames):
+            it = s.iterations(k).astype(np.int64)
+            total += int(np.where(it == 0, limits[k], it).sum())
+    return total
+
+
+def kernel_alone(job: Path, frames: range) -> float:
+    """Seconds of kernel device time for every tile of ``frames`` on the first device."""
+    from farm import spec as specmod
+    from farm.compute.device import candidates
+    from farm.compute.render import TileRenderer
+    from farm.plan import make_plan
+    from farm.run import compute_reference
+
+    plan = make_plan(specmod.load(job))
+    info, device = candidates("auto")[0]
+    renderer = TileRenderer(device, info, plan, references=compute_reference(plan, progress=False))
+    renderer.render(plan.frames[0], plan.grid.tile(0))  # warm-up: build the programs
+    seconds = 0.0
+    for frame in (plan.frames[k] for k in frames):
+        for tile in plan.grid:
+            seconds += renderer.render(frame, tile).kernel_seconds
+    return seconds
+
+
+def run_stats(store: Path) -> dict:
+    """Times of the store's first run. ``wall``: from opening the store to the end, with
+    the workers' start (OpenCL context, program build); ``phase``: from the first tile's
+    start (its finish time less its kernel time) to the last tile's finish."""
+    import h5py
+
+    with h5py.File(store) as f:
+        run = f["runs"][0]
+        rank = f["tiles/rank"][...]
+        seconds = f["tiles/seconds"][...]
+        finished = f["tiles/finished"][...]
+        busy = {int(r): float(seconds[rank == r].sum()) for r in np.unique(rank)}
+        frames = f["frames/max_iter"].shape[0]
+    first = np.unravel_index(np.argmin(finished), finished.shape)
+    phase = float(finished.max() - (finished[first] - seconds[first]))
+    wall = float(run["ended"] - run["started"])
+    return {"wall": wall, "phase": phase, "frames": frames,
+            "master_busy": float(run["master_busy"]) / phase,
+            "writer_busy": float(run["writer_busy"]) / phase,
+            "receive": float(run["master_receive"]) / phase,
+            "busy": {r: b / phase for r, b in busy.items()}}
+
+
+def phase_render(job: Path, store: Path, workers: int | None, mpiexec: str, extra: list[str]) -> dict:
+    cmd = [sys.executable, "-m", "farm", "render", str(job), "--store", str(store), "--no-video",
+           "--quiet", "--restart", *extra]
+    if workers is not None:
+        cmd = [mpiexec, "-n", str(workers + 1), *cmd]
+    t0 = time.monotonic()
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr}")
+    stats = run_stats(store)
+    stats["command_s"] = time.monotonic() - t0
+    return stats
+
+
+def phase(args: argparse.Namespace) -> None:
+    """The --phase table (see the module's docstring)."""
+    from farm.compute.device import candidates
+
+    args.out = args.work or Path("/tmp/farm-scaling")
+    args.out.mkdir(parents=True, exist_ok=True)
+    counts = [int(n) for n in args.workers.split(",") if n]
+    print(f"device: {candidates('auto')[0][0].describe()}", flush=True)
+
+    rows = [] if args.no_single else [("1 process", None)]
+    rows += [(f"mpiexec {n} worker(s)", n) for n in counts]
+    results = {}
+    first_store = None
+    for label, n in rows:
+        store = args.out / f"run_{n or 0}.h5"
+        results[label] = phase_render(args.phase, store, n, args.mpiexec, args.farm_args.split())
+        print(f"{label}: phase {results[label]['phase']:.2f} s", flush=True)
+        if first_store is None:
+            first_store = store
+        else:
+            store.unlink()  # a 1080p job writes gigabytes
+    iters = job_iterations(first_store)
+    frames = results[rows[0][0]]["frames"]
+    kernel_s = None
+    if not args.no_kernel_alone:
+        sample = range(0, frames, args.kernel_every)
+        sample_s = kernel_alone(args.phase, sample)
+        rate = job_iterations(first_store, sample) / sample_s
+        kernel_s = iters / rate  # the whole job at the sampled kernel-alone rate
+        print(f"kernel alone (one device, tiles back to back, {len(sample)} of {frames} frames): "
+              f"{sample_s:.2f} s, {rate / 1e9:.1f} Giter/s")
+    print(f"\njob {args.phase}: {frames} frames, {iters / 1e9:.1f} Giter")
+    base = results[rows[1][0] if len(rows) > 1 and rows[0][1] is None else rows[0][0]]["phase"]
+    print("\nphase: first tile's start to last tile's end (wall: from opening the store, with the")
+    print("workers' start); rates, frames/min, speed-up and busy shares are over the phase.")
+    print(f"\n{'run':<22} {'wall s':>7} {'phase s':>7} {'frames/min':>10} {'Giter/s':>8} "
+          f"{'vs kernel':>9} {'speed-up':>8} {'effic.':>6} {'recv':>6} {'decide':>6} {'writer':>6}"
+          "  worker busy")
+    for label, n in rows:
+        r = results[label]
+        rate = iters / r["phase"] / 1e9
+        vs_kernel = f"{kernel_s / r['phase']:9.2f}" if kernel_s else f"{'-':>9}"
+        speedup = base / r["phase"]
+        eff = speedup / (n or 1)
+        shares = " ".join(f"{k}:{v:.2f}" for k, v in sorted(r["busy"].items()))
+        print(f"{label:<22} {r['wall']:7.2f} {r['phase']:7.2f} {60 * frames / r['phase']:10.1f} "
+              f"{rate:8.1f} {vs_kernel} {speedup:8.2f} {eff:6.2f} {r['receive']:6.3f} "
+              f"{r['master_busy']:6.3f} {r['writer_busy']:6.3f}  {shares}")
+    (args.out / "results.json").write_text(json.dumps(
+        {"iterations": iters, "kernel_alone_s": kernel_s, "runs": results}, indent=1, default=str))
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[:2]))
     ap.add_argument("--jobs", default=",".join(JOBS),
                     help="job files, or names under benchmarks/jobs (default: %(default)s)")
     ap.add_argument("--configs", default="1,2,mpi1,mpi2,1nv,2nv")
@@ -123,8 +267,21 @@ def main() -> None:
                          "K@N runs them at niceness N, K@idle in SCHED_IDLE (the render first where they "
                          "compete)")
     ap.add_argument("--farm-args", default="", help="extra `farm render` options (CPU: --share-devices)")
-    ap.add_argument("--work", type=Path)
+    ap.add_argument("--work", type=Path, help="folder for the stores (default: a temporary one)")
+    ap.add_argument("--phase", type=Path, metavar="JOB", help="the render phase of JOB on 1..N workers "
+                    "against the kernel alone, instead of the whole jobs")
+    ap.add_argument("--workers", default="1,2,4", help="with --phase: MPI worker counts (one GPU each)")
+    ap.add_argument("--mpiexec", default=shutil.which("mpiexec", path=str(Path(sys.executable).parent))
+                    or shutil.which("mpiexec") or "mpiexec",
+                    help="with --phase (default: the venv's, else PATH's)")
+    ap.add_argument("--no-kernel-alone", action="store_true", help="with --phase: skip the kernel alone")
+    ap.add_argument("--kernel-every", type=int, default=1,
+                    help="with --phase: kernel-alone rate over every k-th frame only (default 1: all)")
+    ap.add_argument("--no-single", action="store_true", help="with --phase: skip the one-process render")
     args = ap.parse_args()
+    if args.phase:
+        phase(args)
+        return
     work = args.work or Path(tempfile.mkdtemp(prefix="farm-scaling-"))
     work.mkdir(parents=True, exist_ok=True)
     configs = args.configs.split(",")

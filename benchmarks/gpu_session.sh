@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# One GPU session (benchmarks on the lent machine): checks, then kernel and farm timings.
-# Run from the repository root with pyopencl importable; logs and tables go to $OUT.
-# Usage: OUT=/some/dir bash benchmarks/gpu_session.sh [steps]   steps: any of
-#   devices tests kernels quick ptx bench perturb skipping skipvariants farm scaling pipeline
-#   expmap samples zoomskip steprun wholescaling packsweep depth videoprofile segments
-#   floor sinktrace limits
+# One GPU session (benchmarks on the lent machine): checks, then the measurements of
+# BENCHMARKS.md in its order. Run from the repository root after benchmarks/gpu_prelude.sh;
+# logs and tables go to $OUT (see benchmarks/README.md).
+# Usage: source benchmarks/gpu_prelude.sh && OUT=/some/dir bash benchmarks/gpu_session.sh [steps]
+#   steps: any of
+#   devices tests kernels quick ptx bench perturb skipping skipvariants steprun zoom zoomskip
+#   farm scaling pipeline wholescaling packsweep expmap samples depth videoprofile floor
+#   sinktrace limits
 #   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
@@ -42,7 +44,7 @@ for step in $steps; do
         | tee -a "$OUT/bench.txt" ;;
     perturb)
       log "perturbation: crossover and skipping"
-      python3 benchmarks/perturb.py 2>&1 | tee "$OUT/perturb.txt" ;;
+      python3 benchmarks/skipping.py --depths 2>&1 | tee "$OUT/perturb.txt" ;;
     skipping)
       log "skipping against minibrot references (issue 14): the 1080p targets"
       FARM_TEST_DEVICES=gpu python3 -m pytest -q -p no:cacheprovider tests/test_skip.py \
@@ -94,12 +96,12 @@ for step in $steps; do
       python3 benchmarks/kernels.py --ptx "$OUT/ptx" --json "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.txt" ;;
     farm)
       log "farm: one GPU, full render vs kernel alone"
-      python3 benchmarks/farm_scaling.py "${FARM_JOB:-benchmarks/jobs/scaling_deep_1024.toml}" \
-        --workers 1 --kernel-every 8 --out /tmp/scal 2>&1 | tee "$OUT/farm1.txt" ;;
+      python3 benchmarks/gpu_scaling.py --phase "${FARM_JOB:-benchmarks/jobs/scaling_deep_1024.toml}" \
+        --workers 1 --kernel-every 8 --work /tmp/scal 2>&1 | tee "$OUT/farm1.txt" ;;
     zoom)
       log "a zoom from 4 to 1e-300 on the farm: one process, then mpiexec with one worker"
-      python3 -m farm render benchmarks/jobs/zoom_1e300.toml --no-video --quiet --restart 2>&1 | tail -2
-      python3 benchmarks/frame_costs.py /tmp/zoom_1e300.h5 --every 5 | tee "$OUT/zoom.txt"
+      python3 -m farm render benchmarks/jobs/zoom_1e300.toml --no-video --restart 2>&1 | tail -3 \
+        | tee "$OUT/zoom.txt"
       mpiexec -n 2 python3 -m farm render benchmarks/jobs/zoom_1e300.toml --no-video --quiet \
         --store /tmp/zoom_mpi.h5 2>&1 | tail -1
       python3 -c "import h5py, numpy as np; a, b = h5py.File('/tmp/zoom_1e300.h5'), h5py.File('/tmp/zoom_mpi.h5'); \
@@ -138,8 +140,8 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
       n=$(nvidia-smi -L | wc -l)
       ws=1; [ "$n" -ge 2 ] && ws=1,2; [ "$n" -ge 4 ] && ws=1,2,4
       log "scaling over $ws GPU(s)"
-      for job in ${SCALING_JOBS:-benchmarks/jobs/scaling_deep.toml}; do
-        python3 benchmarks/farm_scaling.py "$job" --workers "$ws" --out /tmp/scal \
+      for job in ${SCALING_JOBS:-benchmarks/jobs/scaling_deep_1024.toml benchmarks/jobs/scaling_perturb.toml}; do
+        python3 benchmarks/gpu_scaling.py --phase "$job" --workers "$ws" --work /tmp/scal \
           --no-single --kernel-every 8 2>&1 | tee -a "$OUT/scaling.txt"
       done ;;
     wholescaling)
@@ -169,36 +171,19 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
       python3 benchmarks/depth.py --only 10k,10k,10k-deep,100k,zoom-10k --out out/depthjobs 2>&1 \
         | tee "$OUT/depth.txt" ;;
     videoprofile)
-      # issue 21's video: where the expmap video's and the minibrot render's video time
+      # the video: where the expmap video's and the minibrot render's video time
       # goes (py-spy, every thread; the sink's subprocess too)
       log "video profile"
       mkdir -p /tmp/farm-bench
       python3 -m farm render benchmarks/jobs/minibrot_expmap_1080p.toml --restart --no-video --quiet
       for enc in "" --encode "--plain 1,4,16"; do
         py-spy record -r 100 --threads --nonblocking --format raw -o "$OUT/sink${enc%% *}.raw" -- \
-          python3 benchmarks/sink_frames.py /tmp/farm-bench/minibrot_expmap.h5 --first 1200 --count 600 $enc \
-          2>&1 | grep -v py-spy | tee -a "$OUT/videoprofile.txt"
+          python3 benchmarks/encode.py --store /tmp/farm-bench/minibrot_expmap.h5 --sink --first 1200 \
+          --count 600 $enc 2>&1 | grep -v py-spy | tee -a "$OUT/videoprofile.txt"
       done
       py-spy record -r 100 --threads --subprocesses --nonblocking --format raw -o "$OUT/minibrot_video.raw" -- \
         python3 -m farm render benchmarks/jobs/minibrot_1080p.toml --restart --quiet 2>&1 | tail -3
       python3 -m farm status /tmp/farm-bench/minibrot.h5 --json > "$OUT/minibrot_status.json" ;;
-    segments)
-      # issue 21: why the farm's K encoders lose to K plain ffmpeg processes at 1080p;
-      # first guess: each segment's sink keeps too few frames in flight (8 // K)
-      log "segments: frame threads a segment"
-      mkdir -p /tmp/farm-bench
-      python3 -m farm render benchmarks/jobs/minibrot_1080p.toml --restart --no-video --quiet
-      for k in 1 4; do for t in "" 8; do
-        python3 benchmarks/sink_frames.py /tmp/farm-bench/minibrot.h5 --segments $k ${t:+--threads $t} \
-          2>&1 | tail -1 | tee -a "$OUT/segments.txt"
-      done; done
-      python3 benchmarks/sink_frames.py /tmp/farm-bench/minibrot.h5 --count 360 --plain 1,4 2>&1 \
-        | grep plain | tee -a "$OUT/segments.txt"
-      python3 -m farm render benchmarks/jobs/minibrot_expmap_1080p.toml --restart --no-video --quiet
-      for k in 1 4; do
-        timeout 300 python3 benchmarks/sink_frames.py /tmp/farm-bench/minibrot_expmap.h5 --segments $k \
-          2>&1 | tail -1 | tee -a "$OUT/segments.txt"
-      done ;;
     floor)
       # issue 21's start-up: what any pyopencl program takes to its first kernel, against
       # the farm's steps on the heavy job (the second run: warm caches)
@@ -207,18 +192,14 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
       python3 benchmarks/startup.py benchmarks/jobs/heavy_1080p.toml > /dev/null 2>&1
       python3 benchmarks/startup.py benchmarks/jobs/heavy_1080p.toml | tee "$OUT/startup_heavy.txt" ;;
     sinktrace)
-      # issue 21's video: where a sink's frames' time goes beside x264 (blocked writing =
-      # the encoder is the limit), one encoder, 4 segments in one process, 4 processes,
-      # and plain ffmpeg on the same frames
-      log "sink trace"
+      # the video's frame work alone, one x264 fed by the sink, and plain ffmpeg on the
+      # same frames (the bound a video cannot beat)
+      log "sink"
       mkdir -p /tmp/farm-bench
       python3 -m farm render benchmarks/jobs/minibrot_1080p.toml --restart --no-video --quiet
       S=/tmp/farm-bench/minibrot.h5
-      { python3 benchmarks/sink_frames.py $S
-        python3 benchmarks/sink_frames.py $S --encode
-        python3 benchmarks/sink_frames.py $S --segments 4
-        python3 benchmarks/sink_frames.py $S --processes 4
-        python3 benchmarks/sink_frames.py $S --count 360 --plain 1,4,16 | grep plain
+      { python3 benchmarks/encode.py --store $S --sink
+        python3 benchmarks/encode.py --store $S --sink --encode --plain 1,4,16
       } 2>&1 | grep -v Warning | tee "$OUT/sinktrace.txt" ;;
     limits)
       # issue 21's limits: the whole command against its bound with the CPU each part
@@ -231,7 +212,7 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
       for j in minibrot_1080p light_4k; do
         python3 -m farm render benchmarks/jobs/$j.toml --store $W/$j.h5 --restart --no-video --quiet \
           > /dev/null 2>&1
-        python3 benchmarks/codec_speed.py $W/$j.h5 --frames 24 --levels 1,-1
+        python3 benchmarks/datapath.py --codec $W/$j.h5 --codec-frames 24 --levels 1,-1
       done 2>&1 | tee "$OUT/limits_codec.txt"
       S=$W/minibrot_1080p.h5
       { for i in 1 2; do
@@ -239,11 +220,9 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
 t = time.perf_counter(); subprocess.run(sys.argv[1:], check=True); r = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(f"farm encode: {time.perf_counter() - t:.2f} s, {r.ru_utime + r.ru_stime:.1f} CPU s")' \
             python3 -m farm encode $S --video $W/encode.mp4
-          python3 benchmarks/sink_frames.py $S --encode
+          python3 benchmarks/encode.py --store $S --sink --encode
         done
-        python3 benchmarks/sink_frames.py $S
-        python3 benchmarks/sink_frames.py $S --processes 4
-        python3 benchmarks/sink_frames.py $S --count 360 --plain 1,4,16 | grep plain
+        python3 benchmarks/encode.py --store $S --sink --plain 1,4,16
       } 2>&1 | grep -v Warning | tee "$OUT/limits_encode.txt"
       { python3 benchmarks/startup.py --floor
         for j in heavy_1080p heavy_1080p seahorse_frame_1080p; do python3 benchmarks/startup.py benchmarks/jobs/$j.toml; done

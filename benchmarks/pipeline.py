@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """The whole job as a user waits for it: render, video, encode, frames, on 1 and 2 GPUs.
 
+Reproduces BENCHMARKS.md's rows on the heavy 1080p job with its video on one GPU and on
+two (the section "The whole job, video included").
+
     python3 benchmarks/pipeline.py                       # heavy and light 1080p jobs
     python3 benchmarks/pipeline.py --runs render,video --jobs benchmarks/jobs/light_1080p.toml  # 1 GPU
 

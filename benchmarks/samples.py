@@ -1,5 +1,8 @@
 """Anti-aliasing and the distance estimate: what they cost, and what samples buy.
 
+Reproduces BENCHMARKS.md's row on 4 samples a pixel (kernel time, perturbed views) and
+the section "Anti-aliasing and the distance estimate".
+
 Sections (all by default; renders in-process on the first device, f64 unless noted):
 
 * cost: kernel device time of one side x side tile with samples 1 and 4, distance off
@@ -52,8 +55,8 @@ from conftest import make_spec, render_channels  # noqa: E402
 from farm.color import cdf, colorize, smoothed_cdfs  # noqa: E402
 from farm.compute.device import candidates  # noqa: E402
 from farm.compute.render import TileRenderer  # noqa: E402
-from farm.encode import ffmpeg_binary  # noqa: E402
 from farm.plan import make_plan  # noqa: E402
+from farm.runtime.media import ffmpeg_binary  # noqa: E402
 
 CLASSIC = ("-0.743643887037158704752191506114774", "0.131825904205311970493132056385139")
 MISIUREWICZ = ("-0.749525718967526899076284369547895600256399088280799332045540",
@@ -228,7 +231,7 @@ def zoom(device, size, frames, counts=(1, 4, 16)) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[:2]))
     ap.add_argument("--device", default="auto")
     ap.add_argument("--side", type=int, default=256, help="tile side for the cost section")
     ap.add_argument("--size", default="160x90", help="WxH of the quality and zoom images")

@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
-"""What a render does before its first kernel, step by step, in one process.
+"""Start-up: a render's steps before its first kernel; what `--restart` costs; the pre-pass on a device.
+
+Reproduces BENCHMARKS.md's start-up rows (to the first kernel, with a fixed limit and with
+`max = "auto"`; the floor of any pyopencl program), the `--restart` row (``--restart``)
+and the escape pre-pass in numpy against a device (``--prepass``).
 
     python3 benchmarks/startup.py [JOB.toml]      # default: the light 1080p job
     python3 benchmarks/startup.py --floor         # the least any pyopencl program takes
     python3 benchmarks/startup.py --render JOB    # the real `farm render`, time-stamped
+    python3 benchmarks/startup.py --restart JOB --rounds 3 [--baseline DIR]
+    python3 benchmarks/startup.py --prepass JOB.toml [JOB.toml ...] [--device auto]
 
 Prints the seconds of each step as `farm render` takes them: importing the farm
 (and the libraries it loads), finding OpenCL platforms, choosing the device, the
@@ -13,10 +19,9 @@ and the first frame's preparation; with ``max = "auto"`` the escape pre-pass aft
 references (farm/plan/prepass.py). Run it twice: the second run shows warm caches.
 
 ``--render``: `farm render JOB --restart --no-video` itself (``--video``: with its video, as
-by default), in fresh processes (three),
-stopped once its first kernel is enqueued: when each step began and ended, in seconds
-from the process's start (the functions that take them are wrapped; steps on other
-threads overlap).
+by default), in fresh processes (three), stopped once its first kernel is enqueued: when
+each step began and ended, in seconds from the process's start (the functions that take
+them are wrapped wherever the farm's modules hold them; steps on other threads overlap).
 
 ``--floor``: what a Python program needs before any kernel of its own, timed from the
 interpreter's start in fresh processes (five, the median of each step): the
@@ -25,6 +30,18 @@ GPU (else the first device), a one-line kernel built from pyopencl's cache, laun
 and finished. A side thread counts while the platforms and the context are made: if
 pyopencl held the interpreter's lock there, the count stops, and nothing Python does
 (the reference orbit, the store) can overlap them.
+
+``--restart``: each round renders JOB completely (`farm render JOB --restart
+--no-video`), then runs the same command again with ``pathlib.Path.unlink`` wrapped to
+print every removal over 10 ms (the file, its seconds, the thread that waited for it),
+and prints that command's wall time and its store's timeline. With ``--baseline DIR`` (a
+checkout's ``farm`` and ``kernels`` folders, e.g. from ``git archive REV farm kernels``)
+each round runs that version and this one, in alternating order.
+
+``--prepass``: for each job, its plan and references as `farm render` makes them, then
+the grids the escape pre-pass iterates (farm/plan/prepass.py), iterated by numpy and on
+``--device`` (farm/compute/prepass.py, after one small warm-up call that builds the
+program): both times, whether every point's count is identical, and the first limits.
 """
 
 from __future__ import annotations
@@ -82,62 +99,100 @@ def mark(name):
     marks.append((name, time.time()))
 import farm.cli
 mark("import farm.cli")
-def around(owner, name, label):
-    inner = getattr(owner, name, None)
-    if inner is None:  # (an older farm, compared with this one: a step it does not have)
-        return
+def farm_modules():
+    return [m for k, m in list(sys.modules.items()) if k.startswith("farm") and m is not None]
+def wrap(inner, label):
     def wrapped(*a, **k):
-        mark(label + " begins")
+        name = label(*a) if callable(label) else label
+        mark(name + " begins")
         try:
             return inner(*a, **k)
         finally:
-            mark(label + " ends")
-    setattr(owner, name, wrapped)
-begins = farm.cli._opencl_begins
-def opencl_begins():
-    # where `farm render` starts OpenCL, before it imports the render's modules and
-    # reads the job: those imports here, then the steps wrapped
-    begins()
-    mark("OpenCL's discovery started (pyopencl imported)")
-    import farm.run
-    from farm.compute import prep, programs, render
-    from farm.schedule import master
-    from farm.store import layout, writer
-    mark("imports (farm.run)")
-    around(farm.run, "bind_local", "OpenCL platforms, device")
-    around(farm.run, "spawn_helpers", "frame preparation's helpers spawned")
-    around(farm.run, "compute_reference", "reference orbit")
-    around(farm.run, "with_period_limits", "iteration limits")
-    around(layout, "begin", "store's body written")
-    around(getattr(layout, "NewStore", None), "finish", "store's references written, in place")
-    around(layout, "create", "store created")  # (an older farm's one step)
-    around(farm.run, "_run_in_process", "workers")
-    around(render.TileRenderer, "__init__", "renderer (context, buffers)")
-    around(render.TileRenderer, "ensure_slots", "the worker's other slots")
-    around(prep.FramePrep, "__init__", "frame preparation")
-    around(writer.StoreWriter, "__init__", "store opened for writing")
-    around(farm.run, "run_master", "master loop")
-    build = programs.build
-    def timed_build(ctx, names, options=()):
-        mark("build " + "+".join(names) + " begins")
-        try:
-            return build(ctx, names, options)
-        finally:
-            mark("build " + "+".join(names) + " ends")
-    programs.build = timed_build
-    launch = render.TileRenderer.launch
-    def first(self, *a, **k):
-        launch(self, *a, **k)
-        first_kernel = ("first kernel enqueued", time.time())
-        marks.append(first_kernel)
-        # (the worker's slots are still being made on another thread: their marks after
-        # this one are left out, so that this one is the last line)
-        for name, t in marks[:marks.index(first_kernel) + 1]:
-            print(repr(t), name.replace(" ", "_"))
-        sys.stdout.flush()
-        os._exit(0)
-    render.TileRenderer.launch = first
-farm.cli._opencl_begins = opencl_begins
+            mark(name + " ends")
+    return wrapped
+def around(name, label, where=""):
+    # the farm's function `name` (or Class.method) wrapped wherever a loaded farm module
+    # holds it (a from-import copies it), its module's name containing `where`: the
+    # modules move, the functions keep their names; one not found is left out
+    owner, _, attr = name.rpartition(".")
+    if owner:
+        for m in farm_modules():
+            cls = vars(m).get(owner)
+            if isinstance(cls, type) and where in cls.__module__ and attr in vars(cls) \
+                    and not getattr(vars(cls)[attr], "_wrapped", False):
+                new = wrap(vars(cls)[attr], label)
+                new._wrapped = True
+                setattr(cls, attr, new)
+        return
+    found = {}
+    for m in farm_modules():
+        f = vars(m).get(attr)
+        module = getattr(f, "__module__", None) or ""
+        if callable(f) and getattr(f, "__qualname__", "") == attr and module.startswith("farm") \
+                and where in module:
+            found[id(f)] = (f, wrap(f, label))
+    for m in farm_modules():
+        for key, value in list(vars(m).items()):
+            if id(value) in found and found[id(value)][0] is value:
+                setattr(m, key, found[id(value)][1])
+def replace(attr, make):
+    # every farm module's `attr` (a module-level function) replaced by make(original)
+    originals = {id(f): f for m in farm_modules() for f in [vars(m).get(attr)]
+                 if callable(f) and (getattr(f, "__module__", None) or "").startswith("farm")}
+    if not originals:
+        raise SystemExit(f"startup: no {attr} in the farm's modules (moved or renamed?)")
+    new = {k: make(f) for k, f in originals.items()}
+    for m in farm_modules():
+        for key, value in list(vars(m).items()):
+            if id(value) in new and originals[id(value)] is value:
+                setattr(m, key, new[id(value)])
+def hooked(begins):
+    def opencl_begins():
+        # where `farm render` starts OpenCL, before it imports the render's modules and
+        # reads the job: those imports here, then the steps wrapped
+        begins()
+        mark("OpenCL's discovery started (pyopencl imported)")
+        import importlib
+        for name in ("farm.run", "farm.compute.prep", "farm.compute.programs", "farm.compute.render",
+                     "farm.schedule.master", "farm.store.layout", "farm.store.writer",
+                     "farm.plan.auto_limits", "farm.plan.references"):
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass
+        mark("imports (farm.run)")
+        around("bind_local", "OpenCL platforms, device")
+        around("spawn_helpers", "frame preparation's helpers spawned")
+        around("compute_reference", "reference orbit")
+        around("with_period_limits", "iteration limits")
+        around("begin", "store's body written", "layout")
+        around("NewStore.finish", "store's references written, in place")
+        around("create", "store created", "layout")  # (an older farm's one step)
+        around("_run_in_process", "workers", "run")
+        around("TileRenderer.__init__", "renderer (context, buffers)")
+        around("TileRenderer.ensure_slots", "the worker's other slots")
+        around("FramePrep.__init__", "frame preparation")
+        around("StoreWriter.__init__", "store opened for writing")
+        around("run_master", "master loop")
+        around("build", lambda ctx, names, *rest: "build " + "+".join(names), "programs")
+        from farm.compute import render
+        launch = render.TileRenderer.launch
+        def first(self, *a, **k):
+            launch(self, *a, **k)
+            first_kernel = ("first kernel enqueued", time.time())
+            marks.append(first_kernel)
+            # (the worker's slots are still being made on another thread: their marks after
+            # this one are left out, so that this one is the last line)
+            for name, t in marks[:marks.index(first_kernel) + 1]:
+                print(repr(t), name.replace(" ", "_"))
+            sys.stdout.flush()
+            os._exit(0)
+        render.TileRenderer.launch = first
+    return opencl_begins
+try:
+    replace("opencl_begins", hooked)
+except SystemExit:
+    replace("_opencl_begins", hooked)  # (an older farm's name)
 video = ["--video", sys.argv[3]] if len(sys.argv) > 3 else ["--no-video"]
 farm.cli.main(["render", sys.argv[1], "--store", sys.argv[2], "--restart", *video, "--quiet"])
 """
@@ -190,25 +245,143 @@ def floor(runs: int = 5) -> None:
           "and the context were made")
 
 
+# --------------------------------------------------------------------------- --restart
+
+RESTART = r"""
+import pathlib, sys, threading, time
+T0 = time.perf_counter()
+real = pathlib.Path.unlink
+def timed(self, missing_ok=False):
+    t = time.perf_counter()
+    try:
+        return real(self, missing_ok=missing_ok)
+    finally:
+        if time.perf_counter() - t > 0.01:
+            print(f"  unlink {self.name}: {time.perf_counter() - t:.3f} s, from {t - T0:.3f} s, "
+                  f"on {threading.current_thread().name}", file=sys.stderr)
+pathlib.Path.unlink = timed
+from farm.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def restart(job: Path, rounds: int, baseline: Path | None) -> None:
+    """The --restart rounds (see the module's docstring)."""
+    import os
+    import subprocess
+
+    here = Path(__file__).resolve().parents[1]
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    versions = {"this": os.pathsep.join([str(here), *rest])}
+    if baseline:
+        versions = {"baseline": os.pathsep.join([str(baseline.resolve()), *rest]), **versions}
+    command = ["render", str(job), "--restart", "--no-video"]
+    for r in range(rounds):
+        names = list(versions) if r % 2 == 0 else list(reversed(versions))
+        for name in names:
+            subprocess.run([sys.executable, "-c", RESTART, *command, "--quiet"], check=True,
+                           capture_output=True, env=dict(os.environ, PYTHONPATH=versions["this"]))
+            t0 = time.perf_counter()
+            done = subprocess.run([sys.executable, "-c", RESTART, *command], capture_output=True, text=True,
+                                  env=dict(os.environ, PYTHONPATH=versions[name]))
+            wall = time.perf_counter() - t0
+            lines = [line for line in done.stderr.splitlines() if "unlink" in line or "timeline" in line]
+            print(f"round {r + 1}, {name}: {wall:.2f} s (exit status {done.returncode})", *lines, sep="\n",
+                  flush=True)
+
+
+# --------------------------------------------------------------------------- --prepass
+
+def prepass_grids(path: Path) -> list:
+    """The (grids, r2) the job's pre-pass iterates, as `farm render` makes them."""
+    from farm import spec as specmod
+    from farm.plan import make_plan, prepass
+    try:
+        from farm.plan.auto_limits import with_period_limits
+    except ImportError:  # (before farm/plan/auto_limits.py)
+        from farm.plan.references import with_period_limits
+
+    seen: list = []
+    real = prepass.iterate
+
+    def keep(grids, r2):
+        seen.append((list(grids), r2))
+        return real(grids, r2)
+
+    prepass.iterate = keep
+    try:
+        plan = make_plan(specmod.load(path))
+        with_period_limits(plan, plan.references())
+    finally:
+        prepass.iterate = real
+    return seen
+
+
+def prepass_device(jobs: list[Path], selector: str) -> None:
+    """The --prepass comparison (see the module's docstring)."""
+    import numpy as np
+    import pyopencl as cl
+
+    from farm.compute import prepass as device_prepass
+    from farm.compute.device import candidates
+    from farm.plan import prepass
+
+    info, device = candidates(selector)[0]
+    queue = cl.CommandQueue(cl.Context([device]))
+    print(f"device: {info.describe()}")
+    for path in jobs:
+        found = prepass_grids(path)
+        if not found:
+            print(f"{path}: no pre-pass (a fixed max, or every frame set by other rules)")
+        for grids, r2 in found:
+            t0 = time.perf_counter()
+            want = prepass.iterate(grids, r2)
+            t1 = time.perf_counter()
+            device_prepass.iterate(queue, grids[:1], r2)  # the program's build
+            t2 = time.perf_counter()
+            got = device_prepass.iterate(queue, grids, r2)
+            t3 = time.perf_counter()
+            same = all(np.array_equal(a, b) and ta == tb for (a, ta), (b, tb) in zip(got, want, strict=True))
+            limits = [max(tail, prepass.quantile_count(c)) for c, tail in want]
+            print(f"{path}: {len(grids)} grids; numpy {t1 - t0:.3f} s, device {t3 - t2:.3f} s; "
+                  f"identical counts: {same}; limits {limits[:6]}...", flush=True)
+
+
 def main() -> None:
     import argparse
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("job", nargs="?", type=Path,
-                    default=Path(__file__).resolve().parents[1] / "benchmarks/jobs/light_1080p.toml")
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[:2]))
+    ap.add_argument("jobs", nargs="*", type=Path, metavar="JOB",
+                    help="default: benchmarks/jobs/light_1080p.toml (--prepass: several)")
     ap.add_argument("--floor", action="store_true", help="what any pyopencl program takes (see above)")
     ap.add_argument("--video", action="store_true",
                     help="with --render: with the video's process, as `farm render` has by default")
     ap.add_argument("--render", action="store_true",
                     help="the real `farm render JOB` to its first kernel, its steps time-stamped")
+    ap.add_argument("--restart", action="store_true", help="what `farm render JOB --restart` over a "
+                    "finished store costs")
+    ap.add_argument("--rounds", type=int, default=3, help="with --restart (default 3)")
+    ap.add_argument("--baseline", type=Path,
+                    help="with --restart: another version's checkout (farm/, kernels/)")
+    ap.add_argument("--prepass", action="store_true",
+                    help="the jobs' escape pre-pass in numpy against --device")
+    ap.add_argument("--device", default="auto",
+                    help="with --prepass: auto | gpu | cpu (default: %(default)s)")
     args = ap.parse_args()
+    jobs = args.jobs or [Path(__file__).resolve().parents[1] / "benchmarks/jobs/light_1080p.toml"]
     if args.floor:
         floor()
         return
-    if args.render:
-        render_steps(args.job, video=args.video)
+    if args.prepass:
+        prepass_device(jobs, args.device)
         return
-    job = args.job
+    if args.restart:
+        restart(jobs[0], args.rounds, args.baseline)
+        return
+    if args.render:
+        render_steps(jobs[0], video=args.video)
+        return
+    job = jobs[0]
     t = step("arguments", T0)
     import numpy  # noqa: F401
     t = step("import numpy", t)
@@ -232,7 +405,7 @@ def main() -> None:
     refs = plan.references()
     points = 0 if refs is None else sum(len(r.orbit) for r in refs.refs)
     t = step(f"references ({points} orbit points)", t)
-    from farm.plan.references import with_period_limits
+    from farm.plan.auto_limits import with_period_limits
     plan = with_period_limits(plan, refs)
     t = step(f"max = \"auto\" (escape pre-pass; up to {max(f.max_iter for f in plan.frames)})"
              if plan.spec.iterations.max == "auto" else "fixed iteration limit", t)
