@@ -25,7 +25,8 @@ with contextlib.suppress(ImportError):
     import hdf5plugin  # noqa: F401
 
 from farm import spec as specmod
-from farm.compute.device import build_problem, list_devices
+from farm.compute.device import build_problem
+from farm.compute.inventory import list_devices
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout the tests test
 
@@ -129,7 +130,8 @@ def start(cmd, **kwargs) -> subprocess.Popen:
     standard input is /dev/null unless given (a terminal's Ctrl-C stops a render at
     once: farm/schedule/master.py)."""
     kwargs.setdefault("stdin", subprocess.DEVNULL)
-    proc = subprocess.Popen(cmd, start_new_session=True, **kwargs)
+    kwargs.setdefault("start_new_session", True)
+    proc = subprocess.Popen(cmd, **kwargs)
     _STARTED.append(proc)
     return proc
 

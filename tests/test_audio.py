@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from conftest import run_farm
 
-from farm.encode import ffmpeg_binary, probe
-from farm.encode.audio import SoundtrackSink, silent_path, track_seconds
+from farm.encode import probe
+from farm.encode.audio import SoundtrackSink, silent_path
 from farm.errors import SpecError
+from farm.runtime.media import ffmpeg_binary, track_seconds
 
 
 def tone(path: Path, seconds: float) -> Path:
@@ -66,6 +67,7 @@ def test_track_length_and_bad_tracks(tracks, tmp_path):
         with pytest.raises(SpecError) as err:
             track_seconds(path)
         assert err.value.field == "output.audio" and words in err.value.message
+        assert str(err.value).count(path.name) == 1, err.value  # the path once (issue 44.10)
 
 
 def test_duration_from_the_track_gives_a_video_with_its_sound(tracks, tmp_path):
@@ -142,3 +144,30 @@ def test_a_failed_mux_leaves_nothing(tracks, tmp_path, fail):
     with pytest.raises(Exception, match="encoder died" if fail else "could not add the soundtrack"):
         sink.finish()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_encode_writes_beside_the_store_and_keeps_a_video_of_other_sound(tracks, tmp_path):
+    """`farm encode STORE` run elsewhere writes beside the store, not under the current
+    folder; a soundtrack the video there lacks goes beside it, not over it, unless
+    --force (issue 44.8)."""
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    (work / "renders").mkdir(parents=True)
+    elsewhere.mkdir()
+    path = work / "zoom.toml"
+    path.write_text(job(tmp_path, "zoom", "frames = 6", None).read_text()
+                    .replace(f'"{tmp_path / "zoom"}.h5"', '"renders/zoom.h5"')
+                    .replace(f'"{tmp_path / "zoom"}.mp4"', '"renders/zoom.mp4"'))
+    assert run_farm("render", "zoom.toml", "--quiet", cwd=work).returncode == 0
+    store, silent = work / "renders" / "zoom.h5", work / "renders" / "zoom.mp4"
+    made = silent.stat().st_mtime_ns
+    recoloured = run_farm("encode", str(store), "--palette", "fire", cwd=elsewhere)
+    assert recoloured.returncode == 0, recoloured.stderr
+    assert (work / "renders" / "zoom.fire.mp4").is_file() and not (elsewhere / "renders").exists()
+    sound = run_farm("encode", str(store), "--audio", str(tracks["wav"]), cwd=elsewhere)
+    assert sound.returncode == 0, sound.stderr
+    beside = work / "renders" / "zoom.audio-short.mp4"
+    assert streams(beside) == ["Video: h264", "Audio: aac"]
+    assert silent.stat().st_mtime_ns == made and streams(silent) == ["Video: h264"]
+    forced = run_farm("encode", str(store), "--audio", str(tracks["wav"]), "--force", cwd=elsewhere)
+    assert forced.returncode == 0, forced.stderr
+    assert streams(silent) == ["Video: h264", "Audio: aac"]

@@ -9,7 +9,7 @@ import numpy as np
 from conftest import make_spec, render_frame
 
 from farm.plan import auto_max_iter, make_plan, prepass
-from farm.plan.references import with_period_limits
+from farm.plan.auto_limits import with_period_limits
 from farm.run.report import plan_summary
 
 SEAHORSE = ("-0.743643887037158704752191506114774", "0.131825904205311970493132056385139")

@@ -60,7 +60,8 @@ def test_programs_built_ahead_are_the_ones_the_renderer_uses(cl_device):
     from conftest import make_spec, render_frame
 
     from farm.compute import programs
-    from farm.compute.render import TileRenderer, build_ahead
+    from farm.compute.program_choice import build_ahead
+    from farm.compute.render import TileRenderer
     from farm.plan import make_plan
 
     info, dev = cl_device

@@ -15,7 +15,8 @@ import pytest
 from conftest import compare_counts, make_spec, render_frame
 from reference_deep import deep_counts
 
-from farm.numerics import bla, orbit, period
+from farm.numerics import bla, orbit
+from farm.numerics import orbiters as period
 from farm.plan import make_plan
 
 AT_I = ("0", "1")

@@ -12,7 +12,7 @@ from conftest import run_farm
 
 from farm.compute import device as devmod
 from farm.compute import kernelcheck
-from farm.compute.device import DeviceInfo, list_devices
+from farm.compute.inventory import DeviceInfo, list_devices
 from farm.errors import EXIT_FAILED, EXIT_USAGE
 
 

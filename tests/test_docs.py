@@ -124,6 +124,16 @@ def test_readme_command_table_is_the_command_line():
     assert real <= set(named), f"commands missing from the README's table: {real - set(named)}"
 
 
+def test_cli_reference_command_table_is_the_command_line():
+    """docs/reference-cli.md's table at the top names every command (`farm find` was
+    missing: issue 44.10)."""
+    text = (ROOT / "docs" / "reference-cli.md").read_text(encoding="utf-8")
+    table = text.split("\n## ", 1)[0]
+    named = set(re.findall(r"^\|\s*\[?`farm ([a-z]+)\b", table, re.M))
+    real = set(_subcommands())
+    assert named == real, f"missing: {real - named}; not commands: {named - real}"
+
+
 def test_cli_reference_documents_every_option_and_no_other():
     text = (ROOT / "docs" / "reference-cli.md").read_text(encoding="utf-8")
     colour = _table_options(_section(text, "Colour options"))

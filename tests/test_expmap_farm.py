@@ -239,7 +239,7 @@ def test_engines_agree_through_the_store(zoom):
     """The OpenCL engine (the kernel with its ring of strip rows on the device) and the
     numpy engine (the reference on a host ring) give the same frames bit for bit, and
     each fetches only the rows a frame adds to the window."""
-    from farm.synth.engine import Synthesis
+    from farm.compute.synthesis import Synthesis
 
     _, store, _ = zoom
     with Store(store) as s:
@@ -277,7 +277,7 @@ def test_a_zoom_reads_each_strip_segment_once(zoom):
     """Frames in order read the strip in whole segments (one stored tile high), each
     segment once: a frame adds a few rows, and reading just those decoded every tile
     they cross again, frame after frame."""
-    from farm.synth.engine import Synthesis
+    from farm.compute.synthesis import Synthesis
 
     _, store, _ = zoom
     with Store(store) as s:
@@ -300,7 +300,7 @@ def test_a_zoom_out_reads_each_segment_once_and_synthesises_the_same_frames(tmp_
     """A zoom out (frame 0 the deepest) walks the strip outwards: whole segments are
     fetched at the window's top, each once, and the frames equal those of a synthesis
     that starts afresh for every frame (its window filled for that frame alone)."""
-    from farm.synth.engine import Synthesis
+    from farm.compute.synthesis import Synthesis
 
     out = dict(ZOOM, width=ZOOM["width"][::-1])
     job, store = write(tmp_path, "out", expmap_text(tile=(96, 33), **out))
@@ -330,7 +330,7 @@ def test_video_segments_keep_their_own_strip_windows(zoom):
     depths in turn. Each sink's reader has its own synthesis, so each reads every strip
     segment at most once; one window shared by both fetched itself anew at every frame
     (a 3180-frame 1080p zoom in 4 segments did not finish within 6 minutes on an H200)."""
-    from farm.synth import engine
+    from farm.compute import synthesis as engine
 
     _, store, _ = zoom
     engine._SHARED.clear()
@@ -370,7 +370,7 @@ def test_colouring_order_synthesises_each_frame_once(zoom):
     """Colouring reads frame f's histogram when f first enters a smoothing window (f - K)
     and its pixels K frames later, each time through a newly opened store (as the frame
     sink does): the process's synthesis serves the second read from its cache."""
-    from farm.synth import engine
+    from farm.compute import synthesis as engine
 
     _, store, _ = zoom
     engine._SHARED.clear()

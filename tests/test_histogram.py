@@ -7,7 +7,8 @@ import pytest
 from conftest import make_spec
 
 from farm.compute import programs
-from farm.compute.render import LaunchConfig, TileRenderer
+from farm.compute.launch import LaunchConfig
+from farm.compute.render import TileRenderer
 from farm.plan import make_plan
 
 
@@ -36,7 +37,7 @@ def test_long_rows_are_read_up_to_the_tiles_highest_count(cl_device, monkeypatch
     read only past the staged bins. Here 3001 bins with 64, 1000, 2000 or 5000 staged
     (the tile's counts end between 1000 and 2000): every count equals bincount,
     through finish() and through collect() as the packer takes it."""
-    from farm.compute import render as render_mod
+    from farm.compute import histogram as render_mod
 
     monkeypatch.setattr(render_mod, "HIST_STAGED", staged)
     info, dev = cl_device

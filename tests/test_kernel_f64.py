@@ -7,7 +7,7 @@ import pytest
 from conftest import compare_counts, make_spec, render_frame
 from reference import reference_counts
 
-from farm.compute.render import LaunchConfig
+from farm.compute.launch import LaunchConfig
 from farm.plan import make_plan
 
 # Non-square, off-axis views: a wrong orientation, centre or pixel aspect would move

@@ -166,8 +166,10 @@ def test_f3_toml_imports_the_view_exactly(tmp_path):
     assert (loc.zoom, loc.size) == ("1.5e20", (1280, 720))
     assert loc.iterations == 50000 and loc.escape_radius is None  # F3's default 625 is out of range
     # the file leaves the escape radius at F3's default: nothing to say of it (issue 44.9)
-    assert [n.split(":")[0].split(" =")[0] for n in loc.notes] == ["ignored (no effect on the farm's picture)"]
-    radius = locations.f3.parse(F3.replace("bailout.iterations", "bailout.escape_radius = 625\nbailout.iterations"))
+    assert [n.split(":")[0].split(" =")[0] for n in loc.notes] == [
+        "ignored (no effect on the farm's picture)"]
+    radius = locations.f3.parse(F3.replace("bailout.iterations",
+                                           "bailout.escape_radius = 625\nbailout.iterations"))
     assert [n.split(":")[0].split(" =")[0] for n in radius.notes] == [
         "bailout.escape_radius", "ignored (no effect on the farm's picture)"]
     assert loc.angle == 12.5 and not loc.conjugate  # F3: the imaginary axis up, rotate counter-clockwise

@@ -125,3 +125,25 @@ def test_expmap_validate_says_units_where_it_means_units():
     refs = [line for line in result.stdout.splitlines() if line.startswith("reference")]
     assert refs and all(re.search(r": units \d", line) for line in refs), refs
     assert not any("frames" in line for line in refs)
+
+
+def test_a_render_with_nothing_to_do_names_no_device(tmp_path, write_job):
+    """"rendering on ..." is said when tiles are rendered, not by a render that finds its
+    store complete (issue 44.10)."""
+    job = write_job(size=(32, 24), frames=2, width=("3", "1"), tile=(16, 16), max_iter=50)
+    first = run_farm("render", str(job), "--no-video", "--quiet")
+    assert first.returncode == 0 and "farm: rendering on " in first.stderr, first.stderr
+    again = run_farm("render", str(job), "--no-video", "--quiet")
+    assert again.returncode == 0, again.stderr
+    assert "rendering on" not in again.stderr, again.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="no /proc")
+def test_a_store_under_proc_says_files_cannot_be_created_there(tmp_path, write_job):
+    """Not "no such file or directory in /proc" (issue 44.10)."""
+    job = write_job(size=(32, 24), frames=2, width=("3", "1"), tile=(16, 16), max_iter=50)
+    result = run_farm("validate", str(job), "--json")
+    assert result.returncode == 0, result.stderr
+    why = r"cannot write /proc/farm-test/s\.h5: files cannot be created in /proc"
+    with pytest.raises(SpecError, match=why):
+        specmod.check_writable("/proc/farm-test/s.h5", "output.store")

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from conftest import assert_same_datasets, checkout_env, run_farm, start, wait_for_tiles
 
-from farm.compute.device import list_devices
+from farm.compute.inventory import list_devices
 from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE
 
 
@@ -275,7 +275,7 @@ def test_copy_scale_of_a_nucleus_against_mpmath():
     import mpmath
 
     from farm.plan import make_plan
-    from farm.plan.references import log2_copy_scale
+    from farm.plan.auto_limits import log2_copy_scale
     from farm.spec import parse_text
 
     spec = parse_text(textwrap.dedent(f"""

@@ -18,7 +18,7 @@ from farm.numerics import period as per
 from farm.numerics.orbit import Derivative, Orbit, Recorder, laps
 from farm.numerics.scan import scan
 from farm.plan import make_plan
-from farm.plan.references import pack, unpack
+from farm.plan.reference_pack import pack, unpack
 
 PERIOD3 = "-1.75487766624669276004950889635852869189460661777279314398"  # nucleus of period 3
 SEAHORSE_M = ("-0.7495257189675268990762843695478956", "0.1358767313452441176005715023602258")

@@ -184,7 +184,7 @@ def test_the_developer_knobs_reach_either_device(monkeypatch):
     knobs FARM_PREP_PROCESSES, FARM_MIN_SKIP_LEVEL and FARM_SKIP_DEGREE override each
     (on GPUs a -DBLA_MIN_LEVEL in FARM_CL_OPTIONS would not: LaunchConfig's own option
     comes later on the build's command line)."""
-    from farm.compute.device import DeviceInfo
+    from farm.compute.inventory import DeviceInfo
     from farm.compute.launch import LaunchConfig
 
     gpu = DeviceInfo(0, 0, "p", "gpu", "GPU", 100, 1 << 30, True, True)

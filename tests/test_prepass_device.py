@@ -12,7 +12,7 @@ from farm.compute import clstart
 from farm.compute import prepass as device_prepass
 from farm.numerics import period as per
 from farm.plan import make_plan, prepass
-from farm.plan.references import with_period_limits
+from farm.plan.auto_limits import with_period_limits
 
 SEAHORSE = ("-0.743643887037158704752191506114774", "0.131825904205311970493132056385139")
 CENTRE = (float(SEAHORSE[0]), float(SEAHORSE[1]))

@@ -13,7 +13,9 @@ from conftest import make_spec
 
 from farm.numerics import period as per
 from farm.plan import make_plan, references
-from farm.plan.references import NUCLEUS_REACH, REUSE_PERIODS, describe, pack, unpack
+from farm.plan.reference_pack import pack, unpack
+from farm.plan.reference_text import describe
+from farm.plan.references import NUCLEUS_REACH, REUSE_PERIODS
 
 SEAHORSE = ("-0.743643887037158704752191506114774", "0.131825904205311970493132056385139")
 

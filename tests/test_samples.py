@@ -205,7 +205,7 @@ def test_histogram_counts_every_sample(cl_device, distance):
 def test_interleaving_does_not_change_samples(cl_device):
     """Work-items take (pixel, sample) pairs q, q + G, ...: any G, and the pixels in
     blocks (pixel_blocks), give the same image."""
-    from farm.compute.render import LaunchConfig
+    from farm.compute.launch import LaunchConfig
 
     plan = _plan("f64", ("-0.75", "0.1"), "2.9", 250, 4, size=(37, 23), distance=True)
     base, _ = render_channels(cl_device, plan)

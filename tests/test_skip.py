@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from conftest import compare_counts, make_spec
 
-from farm.compute.render import LaunchConfig, TileRenderer
+from farm.compute.launch import LaunchConfig
+from farm.compute.render import TileRenderer
 from farm.plan import make_plan
 
 NUCLEUS_8007 = ("-0.74364388703715870475219150611477977821525620794818128981688389",

@@ -351,8 +351,8 @@ def test_a_deep_frames_row_is_read_from_what_was_written(write_job, monkeypatch)
 
     from conftest import run_farm
 
-    from farm.store import reader as reader_mod
     from farm.store import space
+    from farm.store import sparse_rows as reader_mod
 
     job = write_job("deep", size=(64, 36), center=("0.3", "0.6"), width=("0.01", "0.005"), frames=2,
                     max_iter=10_000_000, tile=(64, 36))

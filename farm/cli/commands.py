@@ -81,8 +81,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from farm import spec as specmod
     from farm.color import Style
     from farm.plan import make_plan, structure
+    from farm.plan.auto_limits import with_period_limits
     from farm.plan.reference_cost import estimate as estimate_reference
-    from farm.plan.references import with_period_limits
     from farm.run.report import plan_info, plan_summary
     from farm.store import layout
 
@@ -199,16 +199,22 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def _encode(args: argparse.Namespace) -> int:
+    import dataclasses
+
     from farm.encode import VideoSettings, encode_video
-    from farm.encode.record import recolour_target
+    from farm.encode.record import beside_store, recolour_target
     from farm.encode.settings import names_video
     from farm.store.reader import Store
 
     with Store(args.store) as store:
         spec = settings_from_args(store.spec, args)
-        target = Path(spec.output.video)
-        if args.video is None and not names_video(args.job):  # never over another colour's video
-            target = recolour_target(args.store, store.spec, spec, store.frames)
+        if args.video is None and not names_video(args.job):
+            home = beside_store(args.store, spec.output.video)
+            spec = dataclasses.replace(spec, output=dataclasses.replace(spec.output, video=str(home)))
+            # never over a video of other colours or another soundtrack without --force
+            target = recolour_target(args.store, store.spec, spec, store.frames, args.force)
+        else:
+            target = Path(spec.output.video)
     film.check_audio(spec)
     path = encode_video(args.store, spec.color, VideoSettings.from_spec(spec, target))
     beside = "" if target == Path(spec.output.video) else (

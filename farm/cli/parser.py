@@ -24,7 +24,13 @@ EPILOG = """exit status: 0 done; 1 render failed; 2 bad input (nothing written);
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:
+        """One line, exit 2. A bad option value names the option first, as every other
+        error names its field: ``farm: --size: 0x0: each side from 1 to 32768 pixels``."""
+        option, sep, why = message.partition(": ")
+        if option.startswith("argument -") and sep:
+            self.exit(EXIT_USAGE, f"farm: {option.removeprefix('argument ')}: {why} "
+                      f"(see {self.prog} --help)\n")
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
@@ -100,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--codec", help="auto | libx264 | h264_nvenc (default: output.codec)")
     p.add_argument("--audio", metavar="TRACK", help="a soundtrack to mux in as AAC, any format "
                    "ffmpeg reads (default: output.audio)")
+    p.add_argument("--force", action="store_true",
+                   help="replace the video at the default path even when it was made with other settings")
     add_color_options(p)
 
     p = sub.add_parser("export", help="write an expmap store's strips as OpenEXR files for zoomasm",

@@ -44,7 +44,12 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._,+-]+")
 
 
 def _settings(spec: specmod.JobSpec) -> dict[str, Any]:
-    return {f"{section}.{key}": getattr(getattr(spec, section), key) for section, key in VIDEO_KEYS}
+    """The video settings of ``spec``; the soundtrack among them when there is one (so a
+    silent video's digest is what it was before soundtracks counted)."""
+    out = {f"{section}.{key}": getattr(getattr(spec, section), key) for section, key in VIDEO_KEYS}
+    if spec.output.audio is not None:
+        out["output.audio"] = spec.output.audio
+    return out
 
 
 def digest(spec: specmod.JobSpec) -> str:
@@ -66,6 +71,8 @@ def _label(name: str, value: Any) -> str:
     key = name.partition(".")[2]
     if key == "palette":
         text = Path(str(value)).stem
+    elif key == "audio":
+        text = f"audio-{Path(str(value)).stem}"
     elif key in ("method", "preset", "codec"):
         text = str(value)
     elif key == "light":
@@ -132,16 +139,25 @@ def remember(store: str | os.PathLike[str], output: str | os.PathLike[str],
     videos.write(store, entries)
 
 
+def beside_store(store: str | os.PathLike[str], video: str | os.PathLike[str]) -> Path:
+    """The default video path of ``farm encode``: a relative ``video`` (the job's
+    ``output.video``, relative to where the render ran) by its file name in the store's
+    folder, wherever the command runs; an absolute one as it is."""
+    path = Path(video)
+    return path if path.is_absolute() else Path(store).parent / path.name
+
+
 def recolour_target(store: str | os.PathLike[str], stored: specmod.JobSpec,
-                    spec: specmod.JobSpec, frames: int) -> Path:
+                    spec: specmod.JobSpec, frames: int, force: bool = False) -> Path:
     """Where ``farm encode`` without ``--video`` writes the video of ``spec``'s settings
-    (``spec.output.video`` is the stored job's video path): that path when nothing is
-    there or what is there was made with the same settings, else beside it
-    (:func:`changed_name` against the settings it was made with: the store's record,
-    else the stored job's). ``frames``: the store's (1: the picture is a PNG)."""
+    (``spec.output.video`` is the default path): that path when nothing is there, when
+    what is there was made with the same settings (soundtrack included), or with
+    ``force``; else beside it (:func:`changed_name` against the settings it was made
+    with: the store's record, else the stored job's). ``frames``: the store's (1: the
+    picture is a PNG)."""
     video = Path(spec.output.video)
     existing = output_path(video, frames)
-    if not existing.exists():
+    if force or not existing.exists():
         return video
     entry = _entry(store, existing)
     if entry is not None and entry.get("settings") == digest(spec):

@@ -39,7 +39,9 @@ from farm.errors import UsageError
 from farm.numerics import period as per
 from farm.numerics.orbit import Derivative
 from farm.numerics.scan import scan
-from farm.plan.references import Reference, lambda_prime, log2_copy_scale
+from farm.plan.auto_limits import log2_copy_scale
+from farm.plan.reference_orbits import lambda_prime
+from farm.plan.reference_types import Reference
 
 LOG2_10 = math.log2(10)
 MARGIN_BITS = 96  # beyond the scale a search works at

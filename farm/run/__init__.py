@@ -10,7 +10,6 @@ they produce the same store bit for bit.
 from __future__ import annotations
 
 import dataclasses
-import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from farm.compute.prep import FramePrep, close_helpers, spawn_helpers
 from farm.compute.render import TileRenderer
 from farm.compute.render import build_ahead as render_programs_ahead
 from farm.plan import Plan
-from farm.plan.references import References
+from farm.plan.reference_types import References
 from farm.runtime.timeline import MasterTiming
 from farm.schedule import transport
 from farm.schedule.master import MasterReport
@@ -56,8 +55,7 @@ def _run_in_process(session: Session, refs: References | None, codec: Codec,
     machine: tiles reach the writer by reference, and no launcher starts processes),
     and one packer whose threads pack every worker's tiles."""
     plan = session.plan
-    for info, _ in bound:
-        print(f"farm: rendering on {info.describe()}", file=sys.stderr)
+    session.announce = [f"farm: rendering on {info.describe()}" for info, _ in bound]
     ranks = list(range(len(bound)))
     link = transport.ThreadMaster(ranks)
     # each frame's host work once, for every GPU (in helper processes where GPUs render)

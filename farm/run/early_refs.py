@@ -37,7 +37,7 @@ from typing import IO, TYPE_CHECKING
 from farm.runtime.cores import launched_by_mpi, usable_cores
 
 if TYPE_CHECKING:
-    from farm.plan.references import References
+    from farm.plan.reference_types import References
     from farm.spec import JobSpec
 
 MIN_CORES = 4

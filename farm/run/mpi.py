@@ -15,7 +15,8 @@ from farm.compute.device import DeviceInfo, bind_device
 from farm.compute.render import TileRenderer
 from farm.errors import DeviceError, FarmError, UsageError
 from farm.plan import Plan
-from farm.plan.references import References, pack, unpack
+from farm.plan.reference_pack import pack, unpack
+from farm.plan.reference_types import References
 from farm.runtime.timeline import MasterTiming
 from farm.schedule import transport
 from farm.schedule.master import STOP_SIGNALS

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from farm import spec as specmod
 from farm.errors import StoreError
 from farm.plan import Plan, make_plan, structure
-from farm.plan.references import References, with_period_limits
-from farm.plan.references import describe as describe_references
+from farm.plan.auto_limits import with_period_limits
+from farm.plan.reference_text import describe as describe_references
+from farm.plan.reference_types import References
 from farm.runtime.timeline import MasterTiming
 from farm.store import layout, space
 from farm.store.codec import Codec

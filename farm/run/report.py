@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from farm.plan import Plan
-from farm.plan.references import References
-from farm.plan.references import describe as describe_references
+from farm.plan.reference_text import describe as describe_references
+from farm.plan.reference_types import References
 from farm.spec import spec_hash
 
 

@@ -54,6 +54,7 @@ class Session:
     video_path: Path | None = None  # where the sink put it
     job: specmod.JobSpec | None = None  # whose video settings the sink has
     video: str | None = None  # the video path the sink was given
+    announce: list[str] = field(default_factory=list)  # said once there are tiles to render
 
 
 def spawn_sink(options: RenderOptions) -> SinkProcess | None:
@@ -120,6 +121,8 @@ def _write_session(session: Session, link: transport.MasterLink,
                                       "reference_s": session.timing.reference_s}
         report = None
         if pending:
+            for line in session.announce:
+                print(line, file=sys.stderr)
             report = _render(session, writer, link, pending, timeline)
         if sink:
             if report is None or report.end.status == "finished":
