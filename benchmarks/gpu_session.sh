@@ -6,7 +6,7 @@
 #   steps: any of
 #   devices tests kernels quick ptx bench perturb skipping skipvariants steprun zoom zoomskip
 #   farm scaling pipeline wholescaling packsweep expmap samples depth videoprofile floor
-#   sinktrace limits
+#   sinktrace limits encodenodes
 #   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
@@ -162,6 +162,38 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
         FARM_PACK_THREADS=$p python3 -m farm render benchmarks/jobs/minibrot_1080p.toml --store /tmp/ps.h5 \
           --restart --no-video --workers 1 2>&1 | grep -A1 "^farm: timeline"
       done 2>&1 | tee "$OUT/packsweep.txt" ;;
+    encodenodes)
+      # `farm encode` of a finished store on 1, 2 and 4 nodes emulated on this host (4 cores
+      # each: FARM_NODE and taskset, docs/howto-cluster.md "Nodes on one machine"), each
+      # layout twice, alternated; the whole command's wall seconds (BENCHMARKS.md, "The video
+      # on every node"). ENCODE_JOB (default the 360-frame 1080p minibrot zoom) is rendered first.
+      log "encode on emulated nodes"
+      job=${ENCODE_JOB:-benchmarks/jobs/minibrot_1080p.toml}
+      store=/tmp/farm-encodenodes.h5
+      python3 -m farm render "$job" --store "$store" --no-video --restart --quiet
+      ranks() {  # mpiexec arguments for $1 nodes of 4 cores
+        local k args=()
+        for ((k = 0; k < $1; k++)); do
+          [ "$k" -gt 0 ] && args+=(":")
+          args+=(-n 1 -x "FARM_NODE=n$k" taskset -c "$((4 * k))-$((4 * k + 3))" python3 -m farm encode
+                 "$store" --video "/tmp/farm-encodenodes-$1.mp4")
+        done
+        echo "${args[@]}"
+      }
+      for round in 1 2; do
+        for n in 1 2 4; do
+          if [ "$n" -eq 1 ]; then
+            cmd=(env FARM_NODE=n0 taskset -c 0-3 python3 -m farm encode "$store" --video /tmp/farm-encodenodes-1.mp4)
+          else
+            read -ra cmd <<<"mpiexec --bind-to none $(ranks "$n")"
+          fi
+          t0=$EPOCHREALTIME
+          "${cmd[@]}" > /dev/null 2> "$OUT/encodenodes-$n-$round.err" || echo "failed: ${cmd[*]}"
+          t1=$EPOCHREALTIME
+          echo "nodes $n round $round: $(awk "BEGIN {printf \"%.2f\", $t1 - $t0}") s" \
+            | tee -a "$OUT/encodenodes.txt"
+        done
+      done ;;
     depth)
       # issue 23: 1080p frames at 1e-10000 and 1e-100000 and the 600-frame zoom to 1e-10000
       # (jobs made beforehand on a CPU machine, carried as out/depthjobs: `python

@@ -18,7 +18,8 @@
 # CPU nodes: whole nodes (--exclusive), workers+1 tasks a node; --overcommit only where
 # the nodes have fewer cores than tasks (the workers share the cores anyway).
 # Several nodes: every node gets the same number of tasks, so nodes after the first run one
-# worker more than they have devices (--share-devices).
+# worker more than they have devices (--share-devices); the encode job then takes the same
+# nodes, one rank each with every core (each encodes a share of the video).
 # Logs: next to the store, STEM-render-JOBID.out and STEM-encode-JOBID.out.
 # Also read: FARM_RENDER_ARGS (more `farm render` options), FARM_ENCODE_SBATCH (sbatch
 # options for the encode job; it gets the render's --partition, --account and --qos),
@@ -196,6 +197,8 @@ fi
 [ "$nodes" -gt 1 ] && render_args+=(--share-devices)
 read -ra extra <<<"${FARM_RENDER_ARGS:-}"
 read -ra encode_opts <<<"${FARM_ENCODE_SBATCH:-}"
+# several nodes: the video too, one rank a node with every core of it (slurm/encode.sbatch)
+[ "$nodes" -gt 1 ] && encode_opts=(--nodes="$nodes" --ntasks-per-node=1 --exclusive "${encode_opts[@]}")
 render_cmd=(sbatch --parsable --job-name="zoomfarm-$stem" "${layout[@]}"
   --output="$logs/$stem-render-%j.out" "$@"
   "$here/farm.sbatch" --python "$python" "$job" --store "$store" "${render_args[@]}" "${extra[@]}")

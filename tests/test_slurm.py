@@ -150,6 +150,11 @@ def test_dry_run_on_gpu_nodes(tmp_path):
             "--time=4:00:00"} <= set(render)
     assert "--share-devices" in render and "--exclusive" not in render
     assert {"--partition=gpu", "--account=proj"} <= set(encode) and "--time=4:00:00" not in encode
+    # the video on every node too: one rank a node, each with the node's cores
+    assert {"--nodes=2", "--ntasks-per-node=1", "--exclusive"} <= set(encode)
+    (tmp_path / "one").mkdir()
+    one, encode_one = dry_run(tmp_path / "one", "--gpus", "4")
+    assert not any(a.startswith(("--nodes", "--ntasks-per-node")) for a in encode_one)
 
 
 def test_dry_run_on_cpu_nodes(tmp_path):

@@ -199,24 +199,43 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def _encode(args: argparse.Namespace) -> int:
+    """One process, or under ``mpiexec -n N`` every rank a share of the video
+    (farm/run/mpi_encode.py): rank 0 checks and leads, the others follow."""
     import dataclasses
 
     from farm.encode import VideoSettings, encode_video
     from farm.encode.record import beside_store, recolour_target
     from farm.encode.settings import names_video
+    from farm.schedule.transport import mpi_world, quiet_bcast
     from farm.store.reader import Store
 
-    with Store(args.store) as store:
-        spec = settings_from_args(store.spec, args)
-        if args.video is None and not names_video(args.job):
-            home = beside_store(args.store, spec.output.video)
-            spec = dataclasses.replace(spec, output=dataclasses.replace(spec.output, video=str(home)))
-            # never over a video of other colours or another soundtrack without --force
-            target = recolour_target(args.store, store.spec, spec, store.frames, args.force)
-        else:
-            target = Path(spec.output.video)
-    film.check_audio(spec)
-    path = encode_video(args.store, spec.color, VideoSettings.from_spec(spec, target))
+    comm = mpi_world()
+    if comm is not None and comm.Get_rank() != 0:
+        from farm.run.mpi_encode import follow
+
+        follow(comm)
+        return 0
+    try:
+        with Store(args.store) as store:
+            spec = settings_from_args(store.spec, args)
+            if args.video is None and not names_video(args.job):
+                home = beside_store(args.store, spec.output.video)
+                spec = dataclasses.replace(spec, output=dataclasses.replace(spec.output, video=str(home)))
+                # never over a video of other colours or another soundtrack without --force
+                target = recolour_target(args.store, store.spec, spec, store.frames, args.force)
+            else:
+                target = Path(spec.output.video)
+        film.check_audio(spec)
+    except BaseException:
+        if comm is not None:
+            quiet_bcast(comm, None)  # bad input: the other ranks go home
+        raise
+    if comm is not None:
+        from farm.run.mpi_encode import lead
+
+        path = lead(comm, args.store, spec.color, VideoSettings.from_spec(spec, target))
+    else:
+        path = encode_video(args.store, spec.color, VideoSettings.from_spec(spec, target))
     beside = "" if target == Path(spec.output.video) else (
         f" (beside {spec.output.video}, made with other settings; --video P names the path)")
     print(f"farm: wrote {path}{beside}", file=sys.stderr)

@@ -40,8 +40,11 @@ def release_launcher_binding() -> int | None:
     batch allocation still bounds it. Left alone: under Slurm (its binding is the
     allocation: --cpus-per-task), a binding the user asked for (``mpiexec --bind-to``:
     Open MPI then passes its policy on in the environment), a binding to more than one
-    core, and any binding when FARM_KEEP_BINDING is set."""
-    if os.environ.get(KEEP_BINDING) or "SLURM_JOB_ID" in os.environ or _binding_asked():
+    core, any binding when FARM_KEEP_BINDING is set, and the binding of a rank of a node
+    emulated on one machine (FARM_NODE set: its ranks run under ``taskset``, and the
+    node's cores are the ones it was given)."""
+    if (os.environ.get(KEEP_BINDING) or os.environ.get("FARM_NODE") or "SLURM_JOB_ID" in os.environ
+            or _binding_asked()):
         return None
     try:
         before = len(os.sched_getaffinity(0))
