@@ -178,14 +178,14 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
           args+=(-n 1 -x "FARM_NODE=n$k" taskset -c "$((4 * k))-$((4 * k + 3))" python3 -m farm encode
                  "$store" --video "/tmp/farm-encodenodes-$1.mp4")
         done
-        echo "${args[@]}"
+        printf '%s ' "${args[@]}"
       }
       for round in 1 2; do
         for n in 1 2 4; do
           if [ "$n" -eq 1 ]; then
             cmd=(env FARM_NODE=n0 taskset -c 0-3 python3 -m farm encode "$store" --video /tmp/farm-encodenodes-1.mp4)
           else
-            read -ra cmd <<<"mpiexec --bind-to none $(ranks "$n")"
+            read -ra cmd <<<"mpiexec --bind-to none --oversubscribe $(ranks "$n")"
           fi
           t0=$EPOCHREALTIME
           "${cmd[@]}" > /dev/null 2> "$OUT/encodenodes-$n-$round.err" || echo "failed: ${cmd[*]}"

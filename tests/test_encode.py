@@ -768,3 +768,25 @@ def test_a_join_that_fails_says_so_and_leaves_nothing(tmp_path):
     with pytest.raises(EncodeError, match="could not join"):
         join(parts, video, 30)
     assert sorted(tmp_path.iterdir()) == []
+
+
+def test_weighted_segments_share_the_cost_and_keep_the_join_rules():
+    """Segments cut by each frame's cost (farm/run/mpi_encode.py: stored bytes) get about
+    equal sums, every segment but the last a whole number of MPEG-TS quanta and none
+    shorter than SHORTEST (issue 42)."""
+    from farm.encode.segments import SHORTEST, boundaries, frame_quantum
+
+    for frames, count, fps in [(360, 4, 30), (360, 2, 25), (61, 3, 30), (20, 8, 30)]:
+        weights = np.linspace(1.0, 4.0, frames) ** 2  # a zoom whose late frames cost more
+        cuts = boundaries(frames, count, fps, weights)
+        assert cuts[0] == 0 and cuts[-1] == frames and cuts == sorted(set(cuts))
+        sizes = np.diff(cuts)
+        assert all(n % frame_quantum(fps) == 0 for n in sizes[:-1]) and sizes.min() >= SHORTEST
+        even = boundaries(frames, count, fps)
+        assert len(cuts) == len(even)
+        if len(cuts) > 2:
+            share = [weights[a:b].sum() for a, b in zip(cuts, cuts[1:], strict=False)]
+            plain = [weights[a:b].sum() for a, b in zip(even, even[1:], strict=False)]
+            assert max(share) <= max(plain)
+            if frames >= 360:  # room to move the cuts: the shares even out
+                assert max(share) < max(plain) and max(share) / min(share) < 1.3

@@ -60,9 +60,12 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
+
+import numpy as np
 
 from farm.color.methods import Style
 from farm.encode import ffmpeg as ff
@@ -122,17 +125,28 @@ def segment_count(frames: int, fps: int, expmap: bool = False) -> int:
     return 1
 
 
-def boundaries(frames: int, count: int, fps: int) -> list[int]:
+def boundaries(frames: int, count: int, fps: int, weights: Sequence[float] | None = None) -> list[int]:
     """``[0, b1, ..., frames]``: segment k is frames ``b_k .. b_{k+1} - 1``; every
     segment but the last a multiple of :func:`frame_quantum` frames; none shorter than
     SHORTEST frames (x264 gives a stream of 1 or 2 frames no B-frame delay, and a
     segment joined after one would then overlap it in decoding time; from 3 frames on
-    every segment has the same delay, with or without B-frames: measured)."""
+    every segment has the same delay, with or without B-frames: measured). With
+    ``weights`` (one a frame: what a frame costs, e.g. its stored bytes), the segments
+    get about equal sums of them instead of equal frame counts."""
     quantum = frame_quantum(fps)
     unit = -(-SHORTEST // quantum) * quantum  # the shortest whole segment
     count = max(1, min(count, frames // unit))
-    quanta = frames // quantum  # shared out evenly; the last segment also takes the rest
-    return [quanta * k // count * quantum for k in range(count)] + [frames]
+    if weights is None or count == 1:
+        quanta = frames // quantum  # shared out evenly; the last segment also takes the rest
+        return [quanta * k // count * quantum for k in range(count)] + [frames]
+    cum = np.cumsum(np.maximum(np.asarray(weights, np.float64), 0.0) + 1e-9)
+    cuts = [0]
+    for k in range(1, count):
+        near = int(np.searchsorted(cum, cum[-1] * k / count))
+        lo = cuts[-1] + unit
+        hi = (frames - unit * (count - k)) // quantum * quantum
+        cuts.append(min(max(round(near / quantum) * quantum, lo), hi))
+    return [*cuts, frames]
 
 
 def segment_path(video: Path, k: int) -> Path:

@@ -1,7 +1,8 @@
 """``mpiexec -n N farm encode STORE``: a finished store's video made by every rank, a share each.
 
 The film is cut into N segments of consecutive frames (:func:`farm.encode.segments.boundaries`,
-the cuts a segmented encode on one machine uses; fewer when the film is short). Rank k
+fewer when the film is short), of about equal stored bytes (:func:`_frame_weights`: the
+deep end of a zoom costs more a frame than its start). Rank k
 colours segment k's frames from the store (the colour statistics read the store too, so
 a share needs nothing from the others) and encodes them with its own cores into the
 segment's MPEG-TS stream beside the video, its timestamps starting where the segment
@@ -21,9 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
+import time
 import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+import numpy as np
 
 from farm.color import Style
 from farm.encode import check_complete, check_video
@@ -60,22 +65,27 @@ def lead(comm, store_path: str | os.PathLike[str], color: Color, video: VideoSet
         with Store(store_path) as store:
             check_complete(store, range(store.frames), color.smoothing)
             frames, size = store.frames, store.spec.size
+            weights = _frame_weights(store)
         check_video(store_path, color, video.path)
         shares = None
         if frames > 1:
             silent = replace(video, path=silent_path(video.path), audio=None) if video.audio else video
             even = even_size(*size)
             shares = Shares(str(store_path), color, silent, choose_codec(video.codec, *even), size,
-                            boundaries(frames, comm.Get_size(), video.fps))
+                            boundaries(frames, comm.Get_size(), video.fps, weights))
     except BaseException:
         quiet_bcast(comm, None)  # the other ranks go home
         raise
     quiet_bcast(comm, shares)
     if shares is None:  # a still
         return encode_video(store_path, color, video, progress=progress)
-    errors = quiet_gather(comm, _encode_share(shares, 0, progress))
+    reports = quiet_gather(comm, _encode_share(shares, 0, progress)) or []
     parts = [segment_path(shares.video.path, k) for k in range(len(shares.cuts) - 1)]
-    failed = [(rank, why) for rank, why in enumerate(errors or []) if why]
+    failed = [(rank, why) for rank, (why, _) in enumerate(reports) if why]
+    if progress and not failed:
+        print("farm: video shares: " + ", ".join(
+            f"rank {k} frames {shares.cuts[k]}-{shares.cuts[k + 1] - 1} in {seconds:.1f} s"
+            for k, (_, seconds) in enumerate(reports) if k < len(parts)), file=sys.stderr)
     if failed:
         _remove(parts)
         rank, why = failed[0]
@@ -89,6 +99,17 @@ def lead(comm, store_path: str | os.PathLike[str], color: Color, video: VideoSet
         _remove([joined])
 
 
+def _frame_weights(store: Store) -> np.ndarray | None:
+    """What each frame costs to colour and encode, about: its stored bytes (a frame of
+    fine detail compresses less, and x264 takes longer over it; the deep end of a zoom
+    is often twice the start). None where the store does not say (raw stores; an expmap
+    store's tiles are strips, not frames): then equal shares."""
+    if store.expmap or "tiles/bytes" not in store.file:
+        return None
+    stored = np.asarray(store.file["tiles/bytes"][...], np.float64)
+    return stored.reshape(stored.shape[0], -1).sum(axis=1)
+
+
 def follow(comm) -> None:
     """Ranks 1..N-1: wait for rank 0's shares (None: nothing to do), encode this rank's,
     and say how it went."""
@@ -97,11 +118,12 @@ def follow(comm) -> None:
         quiet_gather(comm, _encode_share(shares, comm.Get_rank(), False))
 
 
-def _encode_share(shares: Shares, rank: int, progress: bool) -> str | None:
-    """Encode segment ``rank`` (nothing where the film has fewer segments than ranks);
-    None, or why it failed (one line)."""
+def _encode_share(shares: Shares, rank: int, progress: bool) -> tuple[str | None, float]:
+    """Encode segment ``rank`` (nothing where the film has fewer segments than ranks):
+    None or why it failed (one line), and the seconds it took."""
+    t0 = time.perf_counter()
     if rank >= len(shares.cuts) - 1:
-        return None
+        return None, 0.0
     try:
         output = segment_output(shares.video, shares.codec, shares.size, shares.cuts, rank)
         frames = range(shares.cuts[rank], shares.cuts[rank + 1])
@@ -116,8 +138,8 @@ def _encode_share(shares: Shares, rank: int, progress: bool) -> str | None:
             raise
     except Exception as err:  # (an interrupt ends the rank; mpiexec ends the others)
         lines = str(err).strip().splitlines() or traceback.format_exception_only(err)
-        return lines[0].strip()
-    return None
+        return lines[0].strip(), time.perf_counter() - t0
+    return None, time.perf_counter() - t0
 
 
 def _remove(paths: list[Path]) -> None:
