@@ -5,8 +5,10 @@ The pixel channels are chunked by tile, and every chunk is a slot at a fixed off
 tile by its offset in HDF5's chunk index, read once per store and process, and then
 use plain ``pread`` without the HDF5 library: readers decode tiles on several threads
 at once (zstd and numpy release the interpreter lock), and need no HDF5 filter
-plugin. A store whose chunks are not such slots (repacked by h5repack, say) is read
-through h5py instead (:meth:`Chunks.open` returns None).
+plugin. A compacted store (farm/store/compact.py) keeps each chunk as just its stored
+bytes, packed end to end: read the same way, never written. A store whose chunks are
+neither (repacked by h5repack, say) is read through h5py instead (:meth:`Chunks.open`
+returns None).
 """
 
 from __future__ import annotations
@@ -38,10 +40,17 @@ def channel_codec(dset: h5py.Dataset) -> Codec | None:
     return Codec.of(_pipeline(dset))
 
 
-def chunk_slots(dset: h5py.Dataset, grid: TileGrid) -> np.ndarray:
+def compacted(f: h5py.File) -> bool:
+    """Whether the store ``f`` was compacted (farm/store/compact.py): its chunks packed
+    end to end, its histogram chunked (a render's store keeps it contiguous)."""
+    return "histogram" in f and f["histogram"].chunks is not None
+
+
+def chunk_slots(dset: h5py.Dataset, grid: TileGrid, lengths: np.ndarray | None = None) -> np.ndarray:
     """Byte offset of each tile's chunk slot, shape (F, T). Raises StoreError unless
-    every chunk is a slot of the size this farm writes in place (a store repacked or
-    re-chunked can be read, not resumed)."""
+    every chunk is a slot of the size this farm writes in place, or, in a compacted
+    compressed store, exactly its stored length (``lengths``, (F, T): this channel's
+    ``tiles/bytes``); a store repacked or re-chunked can be read, not resumed."""
     th, tw = grid.tile_h, grid.tile_w
     out = np.full((dset.shape[0], grid.count), -1, dtype=np.int64)
     codec = channel_codec(dset)
@@ -52,11 +61,13 @@ def chunk_slots(dset: h5py.Dataset, grid: TileGrid) -> np.ndarray:
     full = codec.slot_bytes(raw)
 
     def note(info) -> None:
-        if info.size != full or info.filter_mask:
-            raise StoreError(f"{dset.file.filename}: {dset.name} has a chunk of {info.size} "
-                             f"bytes, not {full}; it can be read, not resumed")
         f, y, x = info.chunk_offset[:3]
-        out[f, (y // th) * grid.nx + x // tw] = info.byte_offset
+        t = (y // th) * grid.nx + x // tw
+        want = full if lengths is None else int(lengths[f, t])
+        if info.size != want or info.filter_mask:
+            raise StoreError(f"{dset.file.filename}: {dset.name} has a chunk of {info.size} "
+                             f"bytes, not {want}; it can be read, not resumed")
+        out[f, t] = info.byte_offset
 
     if hasattr(dset.id, "chunk_iter"):
         dset.id.chunk_iter(note)
@@ -77,27 +88,32 @@ def decode_pool() -> concurrent.futures.ThreadPoolExecutor:
 @dataclass(frozen=True)
 class Chunks:
     """The chunk slots of a store's pixel channels: offsets (F, T) per channel, the
-    codec, and each channel's slot size."""
+    codec, and each channel's slot size; ``packed``: a compacted store's chunks, just
+    their stored bytes end to end (read, never written)."""
 
     channels: tuple[Channel, ...]
     grid: TileGrid
     codec: Codec
     slots: dict[str, np.ndarray]  # channel name -> (F, T) byte offsets
     slot_bytes: dict[str, int]
+    packed: bool = False
 
     @classmethod
     def open(cls, f: h5py.File, channels: Sequence[Channel], grid: TileGrid) -> Chunks | None:
         """The slots of the open store ``f`` (None: not written in place, read via h5py)."""
+        codec = channel_codec(f[channels[0].name])
+        if codec is None or (codec.compressed and "tiles/bytes" not in f):
+            return None
+        compact = compacted(f)
+        lengths = f["tiles/bytes"][...] if compact and codec.compressed else None
         try:
-            slots = {c.name: chunk_slots(f[c.name], grid) for c in channels}
+            slots = {c.name: chunk_slots(f[c.name], grid, None if lengths is None else lengths[..., k])
+                     for k, c in enumerate(channels)}
         except StoreError:
             return None
-        codec = channel_codec(f[channels[0].name])
-        assert codec is not None
-        if codec.compressed and "tiles/bytes" not in f:
-            return None
         raw = {c.name: c.nbytes(grid.tile_w * grid.tile_h) for c in channels}
-        return cls(tuple(channels), grid, codec, slots, {k: codec.slot_bytes(v) for k, v in raw.items()})
+        return cls(tuple(channels), grid, codec, slots, {k: codec.slot_bytes(v) for k, v in raw.items()},
+                   compact)
 
     def stored_length(self, k: int, lengths: Sequence[int] | np.ndarray | None) -> int:
         """Bytes stored for channel ``k`` of a tile whose ``tiles/bytes`` are ``lengths``
@@ -116,7 +132,7 @@ class Chunks:
         th, tw = self.grid.tile_h, self.grid.tile_w
         for k in range(len(self.channels)) if which is None else which:
             c = self.channels[k]
-            data = self._stored(fd, frame, tile, lengths, k)
+            data = self.stored(fd, frame, tile, lengths, k)
             if data is None:  # never written (compressed stores): the slot's empty chunk, zeros
                 chunk = np.zeros(c.shape(th, tw), c.dtype) if into is None else into
                 chunk[...] = 0
@@ -131,13 +147,13 @@ class Chunks:
         chunk's bytes shuffled as stored: :func:`farm.store.codec.shuffle`), zstd undone,
         the shuffle not: for a reader that unshuffles on the device."""
         size = self.channels[k].nbytes(self.grid.tile_h * self.grid.tile_w)
-        data = self._stored(fd, frame, tile, lengths, k)
+        data = self.stored(fd, frame, tile, lengths, k)
         if data is None:  # never written: the slot's empty chunk, zeros
             return np.zeros(size, np.uint8)
         return self.codec.decode_planes(data, size)
 
-    def _stored(self, fd: int, frame: int, tile: int, lengths: Sequence[int] | np.ndarray | None,
-                k: int) -> bytes | None:
+    def stored(self, fd: int, frame: int, tile: int, lengths: Sequence[int] | np.ndarray | None,
+               k: int) -> bytes | None:
         """The stored bytes of channel ``k`` of a tile, or None if it was never written."""
         c = self.channels[k]
         n = self.stored_length(k, lengths)

@@ -10,7 +10,10 @@ Format 9 (this one) compresses the pixel channels: each chunk is shuffled and
 compressed with zstd, through registered HDF5 filters, in a slot of fixed size
 (farm/store/codec.py explains the slots and why the file stays sparse);
 ``output.compression = "none"`` keeps them raw, as format 8 did. Format 8 stores
-(raw channels, no ``tiles/bytes``) are still read and resumed.
+(raw channels, no ``tiles/bytes``) are still read and resumed. A complete store is
+compacted (farm/store/compact.py): rewritten with every chunk just its stored bytes,
+end to end, and ``histogram`` chunked by 1024 bins of a row (only chunks with a count
+stored); the same datasets, values and attributes.
 
 Layout (F frames, H x W pixels, T tiles per frame, N = largest max_iter + 1)::
 
@@ -136,8 +139,8 @@ TILE_META = {
 }
 
 
-def _fixed(group: h5py.Group, name: str, shape: tuple[int, ...], dtype: str | np.dtype,
-            chunks: tuple[int, ...] | None = None) -> h5py.Dataset:
+def fixed(group: h5py.Group, name: str, shape: tuple[int, ...], dtype: str | np.dtype,
+          chunks: tuple[int, ...] | None = None) -> h5py.Dataset:
     """A dataset whose storage is allocated now and never filled: raw writes go in place."""
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
     if chunks:
@@ -160,7 +163,7 @@ def _slotted(f: h5py.File, name: str, shape: tuple[int, ...], dtype: str, chunks
     return f.create_dataset(name, shape=shape, dtype=dtype, dcpl=dcpl)
 
 
-def _slot_templates(plan: Plan, codec: Codec) -> dict[str, bytes]:
+def slot_templates(plan: Plan, codec: Codec) -> dict[str, bytes]:
     """Each channel's empty slot as written at creation: the stored frame of an all-zero
     chunk and the skippable header (the rest of the slot is zeros, left as a hole)."""
     th, tw = plan.grid.tile_h, plan.grid.tile_w
@@ -171,7 +174,7 @@ def _slot_templates(plan: Plan, codec: Codec) -> dict[str, bytes]:
     return out
 
 
-def _write_slots(f: h5py.File, plan: Plan, codec: Codec, heads: dict[str, bytes]) -> None:
+def write_slots(f: h5py.File, plan: Plan, codec: Codec, heads: dict[str, bytes]) -> None:
     """Every chunk of every channel, frame after frame (a frame's channels lie together
     in the file), written at its slot's full size so that HDF5's index records it so."""
     th, tw = plan.grid.tile_h, plan.grid.tile_w
@@ -205,12 +208,13 @@ def begin(path: str | os.PathLike[str], plan: Plan, codec: Codec = ZSTD) -> NewS
 def remove_stale(path: str | os.PathLike[str]) -> None:
     """Remove the temporaries ``.NAME.PID.tmp`` that creations of the store at ``path``
     left when they were killed (a creation waits for the references, which take minutes
-    at great depths), and the stores ``.NAME.PID.replaced`` that a killed ``--restart``
-    had set aside (:func:`set_aside`) but not yet removed; this process's own is left to
-    its thread. Only for a caller that holds the store's lock (farm/store/lock.py): no
-    other creation of it can be under way."""
+    at great depths), the stores ``.NAME.PID.replaced`` that a killed ``--restart``
+    had set aside (:func:`set_aside`) but not yet removed (this process's own is left to
+    its thread), and the copies ``.NAME.PID.compact`` of killed compactions
+    (farm/store/compact.py). Only for a caller that holds the store's lock
+    (farm/store/lock.py): no other creation or compaction of it can be under way."""
     path = Path(path)
-    for suffix in (".tmp", ".replaced"):
+    for suffix in (".tmp", ".replaced", ".compact"):
         for left in path.parent.glob(f".{glob.escape(path.name)}.*{suffix}"):
             pid = left.name[len(path.name) + 2:-len(suffix)]
             if pid.isdigit() and int(pid) != os.getpid():
@@ -272,7 +276,7 @@ class NewStore:
         self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         self._open = contextlib.ExitStack()
         try:
-            heads = _slot_templates(plan, codec) if codec.compressed else {}
+            heads = slot_templates(plan, codec) if codec.compressed else {}
             th, tw = plan.grid.tile_h, plan.grid.tile_w
             slots = {codec.slot_bytes(c.nbytes(th * tw)): heads[c.name] for c in plan.channels if heads}
             sparse = self._open.enter_context(SparseWriter(self.tmp, slots))
@@ -325,16 +329,16 @@ def _write_body(f: h5py.File, plan: Plan, codec: Codec, heads: dict[str, bytes])
         if codec.compressed:
             _slotted(f, c.name, shape, c.dtype, (1, *c.shape(th, tw)), codec)
         else:
-            _fixed(f, c.name, shape, c.dtype, chunks=(1, *c.shape(th, tw)))
+            fixed(f, c.name, shape, c.dtype, chunks=(1, *c.shape(th, tw)))
     if codec.compressed:
-        _write_slots(f, plan, codec, heads)
-        _fixed(f, BYTES, (f_count, t_count, len(plan.channels)), "<u4")
-    _fixed(f, "done", (f_count, t_count), "u1")
-    _fixed(f, "histogram", (f_count, plan.bins), "<i8")
-    _fixed(f, "frame_done", (f_count,), "u1")
+        write_slots(f, plan, codec, heads)
+        fixed(f, BYTES, (f_count, t_count, len(plan.channels)), "<u4")
+    fixed(f, "done", (f_count, t_count), "u1")
+    fixed(f, "histogram", (f_count, plan.bins), "<i8")
+    fixed(f, "frame_done", (f_count,), "u1")
     for name, dtype in TILE_META.items():
-        _fixed(f, name, (f_count, t_count), dtype)
-    _fixed(f, "runs", (RUNS,), RUN_DTYPE)
+        fixed(f, name, (f_count, t_count), dtype)
+    fixed(f, "runs", (RUNS,), RUN_DTYPE)
     f["frames/width"] = np.array([_width_text(fr.width) for fr in plan.frames], "S40")
     f["frames/max_iter"] = np.array([fr.max_iter for fr in plan.frames], "<i8")
     f["frames/precision"] = np.array([fr.precision for fr in plan.frames], "S16")
@@ -401,9 +405,9 @@ def store_bytes(plan: Plan, codec: Codec = RAW, orbit_length: int | None = None,
     full chunks (edge tiles padded; compressed: an estimate, Codec.estimate), the
     per-frame histograms (each row up to its frame's limit) and bookkeeping, the
     reference orbit and the run table (HDF5's own metadata, a few kilobytes, is left
-    out). The file is sparse until tiles arrive, so this is what the render will fill.
-    ``apparent``: the file's length instead (a compressed store's chunks have slots of
-    their largest size)."""
+    out). The file is sparse until tiles arrive, so this is what the render will fill;
+    compacted, the store's length too. ``apparent``: the file's length while it renders
+    instead (a compressed store's chunks have slots of their largest size)."""
     grid, f_count = plan.grid, len(plan.frames)
     tile_px = grid.tile_w * grid.tile_h
 
@@ -476,11 +480,13 @@ def _width_text(width: object) -> str:
 
 
 def offsets(f: h5py.File) -> dict[str, int]:
-    """Byte offset of every contiguous dataset (where raw writes go); StoreError if one
-    is not contiguous and allocated (a repacked store: readable, not resumable)."""
+    """Byte offset of every contiguous dataset (where raw writes go; a compacted store's
+    histogram is chunked and has none: farm/store/compact.py); StoreError if one is not
+    contiguous and allocated (a repacked store: readable, not resumable)."""
     from farm.errors import StoreError
 
-    names = ["done", "histogram", "frame_done", "runs", *TILE_META, *([BYTES] if BYTES in f else [])]
+    rows = ["histogram"] if f["histogram"].chunks is None else []
+    names = ["done", *rows, "frame_done", "runs", *TILE_META, *([BYTES] if BYTES in f else [])]
     out = {n: f[n].id.get_offset() for n in names}
     missing = [n for n, off in out.items() if off is None]
     if missing:

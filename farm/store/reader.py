@@ -32,7 +32,7 @@ from farm.plan.reference_types import References
 from farm.store import layout
 from farm.store.chunks import Chunks, channel_codec, decode_pool, read_blocks
 from farm.store.codec import Codec
-from farm.store.sparse_rows import row_prefix, trimmed
+from farm.store.sparse_rows import PackedRows, row_prefix, trimmed
 from farm.store.status import status as store_status
 from farm.synth import Raster
 
@@ -83,6 +83,7 @@ class Store:
         self._chunk_key: tuple | None = None
         self._shapes: dict[str, tuple[tuple[int, ...], np.dtype]] = {}  # (_shape)
         self._synth: Any = None  # an expmap store's Synthesis, once asked
+        self._rows: PackedRows | None | bool = False  # a compacted store's histogram rows
 
     def __enter__(self) -> Store:
         return self
@@ -239,7 +240,11 @@ class Store:
         if full:
             return self._live("histogram", frame)
         offset = self._offsets().get("histogram")
-        if offset is None:
+        if offset is None:  # compacted (farm/store/compact.py), or repacked: through h5py
+            if self._rows is False:
+                self._rows = PackedRows.of(self.file["histogram"])
+            if isinstance(self._rows, PackedRows):
+                return self._rows.prefix(self._reader_fd(), frame)
             return trimmed(self._live("histogram", frame))
         return row_prefix(self._reader_fd(), offset + frame * n * 8, n)
 

@@ -2,7 +2,9 @@
 (the file system's SEEK_DATA and SEEK_HOLE), read with pread past the holes, up to the
 row's last count that is not zero. A deep frame's row may be 10^7 bins (80 MB) of
 which a few thousand were written (farm/store/writer.py writes a row from its first to
-its last count that is not zero); the rest is holes that read as zeros.
+its last count that is not zero); the rest is holes that read as zeros. A compacted
+store (farm/store/compact.py) keeps the histogram chunked instead, with only the chunks
+that hold a count: :class:`PackedRows` reads a row from those.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 
+import h5py
 import numpy as np
 
 from farm.color.stats import last_nonzero
@@ -65,3 +68,50 @@ def row_prefix(fd: int, start: int, n: int) -> np.ndarray:
         data = os.pread(fd, 8 * (i1 - i0), start + 8 * i0)
         row[i0:i0 + len(data) // 8] = np.frombuffer(data, "<i8")
     return trimmed(row)
+
+
+class PackedRows:
+    """The rows of a compacted store's ``histogram`` (chunked by a run of bins of one
+    row, unfiltered, only chunks that hold a count stored; farm/store/compact.py):
+    where each row's chunks lie, from HDF5's chunk index, read once."""
+
+    def __init__(self, dset: h5py.Dataset):
+        self.bins, self.width = int(dset.shape[1]), int(dset.chunks[1])
+        self.rows: dict[int, list[tuple[int, int, int]]] = {}  # row -> (first bin, offset, bytes)
+
+        def note(info) -> None:
+            row, first = (int(v) for v in info.chunk_offset)
+            self.rows.setdefault(row, []).append((first, int(info.byte_offset), int(info.size)))
+
+        if hasattr(dset.id, "chunk_iter"):
+            dset.id.chunk_iter(note)
+        else:
+            for i in range(dset.id.get_num_chunks()):
+                note(dset.id.get_chunk_info(i))
+        for chunks in self.rows.values():
+            chunks.sort()
+
+    @classmethod
+    def of(cls, dset: h5py.Dataset) -> PackedRows | None:
+        """The rows of ``dset`` when it is a compacted store's histogram, else None."""
+        chunked = dset.chunks is not None and dset.chunks[0] == 1
+        if not chunked or dset.id.get_create_plist().get_nfilters() or dset.dtype != np.dtype("<i8"):
+            return None
+        return cls(dset)
+
+    def chunks(self, row: int) -> list[tuple[int, int, int]]:
+        """(first bin, byte offset, bytes) of each stored chunk of ``row``, in order."""
+        return self.rows.get(row, [])
+
+    def prefix(self, fd: int, row: int) -> np.ndarray:
+        """Row ``row`` up to its last count that is not zero (:func:`trimmed`), read
+        from its stored chunks in the open file ``fd``."""
+        chunks = self.chunks(row)
+        if not chunks:
+            return np.zeros(1, np.int64)
+        out = np.zeros(min(self.bins, chunks[-1][0] + self.width), np.int64)
+        for first, offset, size in chunks:
+            data = np.frombuffer(os.pread(fd, size, offset), "<i8")
+            n = min(len(data), len(out) - first)
+            out[first:first + n] = data[:n]
+        return trimmed(out)

@@ -19,15 +19,14 @@ half written has ``done = 0`` and is rendered again.
 
 A power loss or kernel crash can drop or reorder page-cache writes. Against that a
 thread of the writer's own (``farm-sync``) calls ``fdatasync`` every ``sync_every``
-seconds (and once when the last tile is written, beside the video's tail, and the writer
-once more at the end) and then records the time the sync
-began in the run's ``synced``; on resume (:meth:`StoreWriter.recover`), every tile
-finished after the last recorded sync is checked against its crc, failing tiles are
-rendered again, and the histogram rows of their frames are rebuilt. The writes
-themselves never wait for the disk: syncing per batch held a 1080p fp128 render on one
-H200 to the disk's speed (the writer was 98% busy; BENCHMARKS.md), and starting
-write-back as the writer went (on its thread or on the syncer's) slowed the writer of a
-fast 1080p zoom on an H100.
+seconds (and once when the last tile is written, beside the video's tail, and the
+writer once more at the end) and then records the time the sync began in the run's
+``synced``; on resume (:meth:`StoreWriter.recover`), every tile finished after the
+last recorded sync is checked against its crc, failing tiles are rendered again, and
+the histogram rows of their frames are rebuilt. The writes themselves never wait for
+the disk: syncing per batch held a 1080p fp128 render on one H200 to the disk's speed
+(the writer was 98% busy; BENCHMARKS.md), and starting write-back as the writer went
+(on its thread or on the syncer's) slowed the writer of a fast 1080p zoom on an H100.
 
 Histograms: the device histogram of each tile is summed in memory per frame and
 written once, when the frame completes, so no row is ever counted twice. After a
@@ -172,14 +171,15 @@ class StoreWriter:
             self.flagged = int(self.done.sum())  # tiles whose done flag is on disk
             self.frame_done = f["frame_done"][...].astype(bool)
             runs = f["runs"][...]
-            # the (F, T) bookkeeping (tiles/bytes: (F, T, C)), mirrored here and written
-            # as whole row spans
+            # the (F, T) bookkeeping (tiles/bytes: (F, T, C)), mirrored, written as row spans
             names = [*layout.TILE_META, *([layout.BYTES] if self.codec.compressed else [])]
             self.meta = {name: f[name][...] for name in names}
         started = runs["started"]
         used = np.flatnonzero(started > 0)
-        # tiles finished after this time may not be on disk after a power loss
-        self.unsynced_since = float(runs["synced"][used[-1]]) if len(used) else 0.0
+        # tiles finished after this time may not be on disk after a power loss (none in a
+        # compacted store, fsynced whole: farm/store/compact.py)
+        synced = float(runs["synced"][used[-1]]) if len(used) else 0.0
+        self.unsynced_since = np.inf if chunks.packed else synced
         self.bins = plan.bins
         self.tiles = grid.count
         self.fd = os.open(self.path, os.O_RDWR)
@@ -297,6 +297,8 @@ class StoreWriter:
         results = [r for r in results if not self.done[r.frame, r.tile]]
         if not results:
             return []
+        if self.chunks.packed:  # no slots (farm/store/compact.py expands it first)
+            raise StoreError(f"{self.path} is compacted: no tile can be written into it")
         now = time.time()
         slots, sizes = self.chunks.slots, self.chunks.slot_bytes
         for r in results:
