@@ -63,6 +63,7 @@ def prepare_store(spec: specmod.JobSpec, path: Path, restart: bool, progress: bo
         with Store(path) as old:
             diff = _differences(old.spec, spec)
             if not diff:
+                layout.remove_stale(path)  # what killed creations or compactions left
                 if early is not None:  # the store holds its references: end the child now, not
                     early.cancel()     # after the render (it would wait on its pipe till then)
                 plan, codec = old.plan(), old.codec

@@ -103,10 +103,17 @@ def master_session(session: Session, link: transport.MasterLink,
 
 def _write_session(session: Session, link: transport.MasterLink,
                    workers: int) -> MasterReport | None:
-    plan, options, sink = session.plan, session.options, session.sink
+    from farm.store import compact  # a complete store is compacted (farm/store/compact.py)
+
+    plan, options, sink, path = session.plan, session.options, session.sink, session.store_path
+    verify = options.verify
+    if verify and compact.is_compact(path):  # checked here, read-only; a bad tile needs its slot
+        verify = bool(compact.damaged(path, plan))
+        if verify:
+            compact.expand(path, plan)
     with StoreWriter(session.store_path, plan, workers=workers,
                      sync_every=options.sync_every) as writer:
-        bad = writer.recover(full=options.verify)
+        bad = writer.recover(full=verify)
         if bad:
             print(f"farm: {len(bad)} stored tile(s) failed their checksum and will be "
                   "rendered again", file=sys.stderr)
@@ -139,10 +146,24 @@ def _write_session(session: Session, link: transport.MasterLink,
         from farm.encode import record
 
         record.remember(session.store_path, session.video_path, session.job)
+    try:
+        packed = compact.compact(path, plan)  # None: not complete, or compacted before
+    except OSError as err:
+        if not space.is_disk_full(err):
+            raise
+        packed, st = None, path.stat()
+        print(f"farm: {path} stays sparse, {space.human(st.st_size)} long for "
+              f"{space.human(st.st_blocks * 512)} on disk (copies that keep no holes take its "
+              f"length): {space.disk_full_reason(path, err)}; `farm resume {path}` compacts it",
+              file=sys.stderr)
     if options.progress and (report is not None or sink):
         with Store(session.store_path) as store:
             lines = timeline_lines(store.status()["run"])
         print("\n".join(f"farm: {line}" for line in lines), file=sys.stderr)
+    if options.progress and packed is not None:
+        print(f"farm: store compacted in {packed.seconds:.1f} s: {space.human(packed.length)} on "
+              f"disk and in copies ({space.human(packed.length_before)} long while it rendered)",
+              file=sys.stderr)
     return report
 
 
