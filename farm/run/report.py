@@ -89,8 +89,13 @@ def _storage_lines(plan: Plan) -> list[str]:
     if codec.compressed:
         raw = layout.store_bytes(plan)
         how = f" (zstd, estimated: {space.human(raw)} uncompressed)"
+    # complete, the store is compacted (farm/store/compact.py): ls -l, copies and du agree;
+    # while it renders its slots make it longer (sparse: du counts what is written)
+    length = layout.store_bytes(plan, codec, apparent=True)
+    how += " on disk and in copies" + (f", {space.human(length)} long while it renders"
+                                        if length > 1.1 * size else "")
     cap = space.largest_file(path)
-    if cap is not None and layout.store_bytes(plan, codec, apparent=True) > cap[1]:
+    if cap is not None and length > cap[1]:
         fits = (f"  -- longer than the largest file of its file system ({cap[0]}: "
                 f"{space.human(cap[1])}): `farm render` will refuse it")
     return [f"store      {plan.spec.output.store}",
