@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 from pathlib import Path
 
 import h5py
@@ -255,6 +256,33 @@ def test_no_room_to_compact_leaves_the_store_as_it_was(stores, tmp_path, monkeyp
     done = compact.compact(store, plan)
     assert done is not None and done.length < done.length_before / 2
     assert compact.compact(store, plan) is None  # compacted already
+
+
+def test_a_render_without_room_to_compact_succeeds_and_a_resume_compacts_later(tmp_path):
+    """On a file system with room for the store but not for a second copy of it: the
+    render ends well (exit 0) with one line saying why the store stays sparse; once
+    there is room, `farm resume` compacts it."""
+    where = tmp_path / "small"
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(where)],
+                             capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        job = _job(where, "zstd")
+        done = run_farm("render", str(job), "--no-video")
+        assert done.returncode == 0, done.stderr
+        store = job.with_suffix(".h5")
+        lines = [line for line in done.stderr.splitlines() if "stays sparse" in line]
+        assert len(lines) == 1 and "compacting it needs" in lines[0], done.stderr
+        assert "free space first; `farm resume" in lines[0], done.stderr
+        assert not compact.is_compact(store) and not list(where.glob(".*.compact"))
+        subprocess.run(["mount", "-o", "remount,size=8m", str(where)], check=True)
+        resumed = run_farm("resume", str(store), "--no-video")
+        assert resumed.returncode == 0 and "store compacted" in resumed.stderr, resumed.stderr
+        assert compact.is_compact(store)
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def test_a_deep_zooms_histogram_rows_take_no_room_once_compacted(tmp_path):

@@ -148,14 +148,14 @@ def _write_session(session: Session, link: transport.MasterLink,
         record.remember(session.store_path, session.video_path, session.job)
     try:
         packed = compact.compact(path, plan)  # None: not complete, or compacted before
-    except OSError as err:
-        if not space.is_disk_full(err):
-            raise
+    except OSError as err:  # the store is complete as it is: the render succeeded
         packed, st = None, path.stat()
+        why = (f"{err.strerror}: free space first" if isinstance(err, compact.NoRoom)
+               else space.disk_full_reason(path, err) if space.is_disk_full(err)
+               else f"compacting it failed ({err.strerror or err})")
         print(f"farm: {path} stays sparse, {space.human(st.st_size)} long for "
               f"{space.human(st.st_blocks * 512)} on disk (copies that keep no holes take its "
-              f"length): {space.disk_full_reason(path, err)}; `farm resume {path}` compacts it",
-              file=sys.stderr)
+              f"length): {why}; `farm resume {path}` compacts it", file=sys.stderr)
     if options.progress and (report is not None or sink):
         with Store(session.store_path) as store:
             lines = timeline_lines(store.status()["run"])

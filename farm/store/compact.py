@@ -71,6 +71,10 @@ class Compaction:
     seconds: float
 
 
+class NoRoom(OSError):
+    """Less free space than compacting the store needs (errno ENOSPC)."""
+
+
 def is_compact(path: str | os.PathLike[str]) -> bool:
     """Whether the store at ``path`` was compacted."""
     with h5py.File(path, "r", locking=False) as f:
@@ -79,9 +83,9 @@ def is_compact(path: str | os.PathLike[str]) -> bool:
 
 def compact(path: str | os.PathLike[str], plan: Plan) -> Compaction | None:
     """Compact the store at ``path`` (see the module docstring) when every tile and
-    frame of it is done and it is not compacted yet; None otherwise. An OSError of a
-    full disk (:func:`farm.store.space.is_disk_full`) leaves the store as it was,
-    also when the free space is less than the store takes (checked first)."""
+    frame of it is done and it is not compacted yet; None otherwise. An OSError (a full
+    disk: :func:`farm.store.space.is_disk_full`) leaves the store as it was; NoRoom
+    (one) says that the free space is less than the store takes (checked first)."""
     path = Path(path)
     layout.remove_stale(path)  # a compaction killed before
     with h5py.File(path, "r", locking=False) as f:
@@ -91,7 +95,8 @@ def compact(path: str | os.PathLike[str], plan: Plan) -> Compaction | None:
     st = os.stat(path)
     need, have = st.st_blocks * 512 + (1 << 20), space.free(path)
     if need > have:
-        raise OSError(errno.ENOSPC, f"compacting it needs {human(need)} free, there are {human(have)}")
+        raise NoRoom(errno.ENOSPC, f"compacting it needs {human(need)} free, its file system has "
+                     f"{human(have)}")
     with _replacing(path, "compact") as tmp:
         _write_compact(path, tmp, plan)
     now = os.stat(path)
