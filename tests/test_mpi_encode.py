@@ -116,3 +116,22 @@ def test_bad_input_under_mpiexec_is_one_line_from_the_master(store, tmp_path):
     shared = two_nodes("encode", str(store), "--video", str(tmp_path / "v.mp4"), "--palette", "nope.json")
     assert shared.returncode == 2, shared.stderr
     assert len(re.findall(r"^farm: ", shared.stderr, re.M)) == 1, shared.stderr
+
+
+def test_a_render_on_two_nodes_makes_its_video_on_both(store, tmp_path):
+    """`farm render` on ranks of more than one node makes the video after the render, a
+    share on every rank (not on the master's host while the frames render): the same
+    frames and timestamps as one process's video, at CRF 0."""
+    job = tmp_path / "z.toml"
+    job.write_text((store.parent / "z.toml").read_text()
+                   .replace(str(store.parent / "z.h5"), str(tmp_path / "nodes.h5"))
+                   .replace(str(store.parent / "z.mp4"), str(tmp_path / "nodes.mp4"))
+                   + "crf = 0\n")
+    nodes = two_nodes("render", str(job), "--share-devices")
+    assert nodes.returncode == 0, nodes.stderr
+    assert "video shares: rank 0" in nodes.stderr and "rank 2" in nodes.stderr, nodes.stderr
+    one = tmp_path / "one.mp4"
+    assert run_farm("encode", str(tmp_path / "nodes.h5"), "--video", str(one)).returncode == 0
+    assert frame_table(tmp_path / "nodes.mp4") == frame_table(one)
+    again = two_nodes("render", str(job), "--share-devices")  # complete, its video in place
+    assert again.returncode == 0 and "nothing to do" in again.stderr, again.stderr

@@ -6,6 +6,7 @@ broadcast (farm/schedule/transport.py)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import sys
 from typing import TYPE_CHECKING, Any
@@ -57,6 +58,11 @@ def render_mpi(comm, job, options: RenderOptions) -> int:
     Before anything is written, every worker binds its device and the master hears
     of any that cannot (too many workers for the node's GPUs, a missing driver)."""
     local_index, local_workers, host = transport.node_worker_index(comm)
+    # on several nodes the video is made after the render by every rank, a share each
+    # (farm/run/mpi_encode.py), not by the master's host alone while the frames render
+    spread = options.video and len(set(comm.allgather(host))) > 1
+    if spread:
+        options = dataclasses.replace(options, video=False)
     bound, problem = None, None
     if comm.Get_rank() != 0:
         try:
@@ -74,6 +80,10 @@ def render_mpi(comm, job, options: RenderOptions) -> int:
                     _mpi_worker(comm, plan, refs, codec, bound, local_workers)
         finally:
             clstart.release_unused()
+        if plan is not None and spread:
+            from farm.run.mpi_encode import follow
+
+            follow(comm)
         return 0
     plan, refs, codec = None, None, None
     held = contextlib.ExitStack()  # the store's lock, from the path check to the video
@@ -101,13 +111,42 @@ def render_mpi(comm, job, options: RenderOptions) -> int:
         _bcast_references(comm, refs)
         link = transport.MpiMaster(comm, plan.channels)
         print(f"farm: master on {host}, {len(link.workers)} worker(s)", file=sys.stderr)
+        led = False
         try:
-            report = master_session(session, link, len(link.workers))
+            try:
+                report = master_session(session, link, len(link.workers))
+            finally:
+                for w in link.workers:  # idempotent: workers already released ignore it
+                    link.release(w)
+                link.drain()
+            status = finish(report, session)
+            if spread:
+                led = True
+                _video_on_every_node(comm, session, spec, video)
+            return status
         finally:
-            for w in link.workers:  # idempotent: workers already released ignore it
-                link.release(w)
-            link.drain()
-        return finish(report, session)
+            if spread and not led:
+                transport.quiet_bcast(comm, None)  # no video to share: the workers go home
+
+
+def _video_on_every_node(comm, session, spec, video: str) -> None:
+    """The render is complete: every rank colours and encodes a share of the video, rank
+    0 joins (farm/run/mpi_encode.py); nothing when the video is in place already."""
+    from pathlib import Path
+
+    from farm.encode import VideoSettings, record
+    from farm.run.mpi_encode import lead
+
+    output = record.output_path(video, len(session.plan.video_frames))
+    if record.up_to_date(session.store_path, output, spec):
+        transport.quiet_bcast(comm, None)
+        print(f"farm: {output} is in place, made from this store with these settings; nothing to do",
+              file=sys.stderr)
+        return
+    path = lead(comm, session.store_path, spec.color, VideoSettings.from_spec(spec, Path(video)),
+                progress=session.options.progress)
+    record.remember(session.store_path, path, spec)
+    print(f"farm: wrote {path}", file=sys.stderr)
 
 
 def _mpi_worker(comm, plan: Plan, refs: References | None, codec: Codec,
