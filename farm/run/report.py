@@ -296,7 +296,8 @@ def status_text(info: dict[str, Any]) -> str:
             if info["complete"]:
                 eta = "done"
             elif "eta_s" in run:
-                eta = f"ETA {run['eta_s']:.0f} s (from the device time of finished frames)"
+                share = f"{100 * run['work_done']:.1f}% of the work done, " if "work_done" in run else ""
+                eta = f"{share}ETA {run['eta_s']:.0f} s (the predicted work at this run's pace)"
             else:
                 eta = "stopped"
             lines.append(f"rate       {run['tiles_per_s']:.3g} tiles/s over {run['elapsed_s']:.1f} s; "

@@ -20,7 +20,7 @@ from farm.runtime.timeline import WORKER_COUNTERS, MasterTiming
 from farm.schedule import transport
 from farm.schedule.master import MasterOptions, MasterReport, run_master
 from farm.store import space
-from farm.store.estimate import WorkEstimate, eta_seconds, plan_shape
+from farm.store.estimate import RunClock, WorkEstimate, plan_shape
 from farm.store.reader import Store
 from farm.store.writer import StoreWriter
 
@@ -187,18 +187,18 @@ def _render(session: Session, writer: StoreWriter, link: transport.MasterLink,
     """The master loop over the pending tiles, with progress and the timeline's
     render part (into ``timeline``)."""
     plan, options = session.plan, session.options
-    estimate = WorkEstimate(writer.done, writer.meta["tiles/seconds"], plan_shape(plan))
+    clock = RunClock(WorkEstimate(writer.done, writer.meta["tiles/seconds"], plan_shape(plan)),
+                     workers=len(link.workers))  # the bar's work done and time left
     device_s = [0.0]  # this run's device seconds so far
     worker_counters: dict[int, tuple[float, ...]] = {}  # each worker's latest totals
 
     def observe(batch: list) -> None:
         for r in batch:
-            estimate.add(r.frame, r.tile, r.seconds)
+            clock.add(r.frame, r.tile, r.seconds)
             device_s[0] += r.seconds
             worker_counters[r.rank] = r.counters
 
-    bar = Progress(plan.tasks, "render", done=plan.tasks - len(pending),
-                   eta=lambda wall: eta_seconds(estimate.remaining_device_s(), device_s[0], wall))
+    bar = Progress(plan.tasks, "render", done=plan.tasks - len(pending), work=clock.reading)
     bar.enabled = options.progress
     on_frame = (plan.frame_notifier(writer.frame_done, session.sink.frame_complete)
                 if session.sink else None)  # expmap: completed units -> ready video frames

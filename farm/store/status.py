@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from farm.store import lock
-from farm.store.estimate import WorkEstimate, eta_seconds, plan_shape
+from farm.store.estimate import WorkEstimate, plan_shape, reading
 
 
 def _frame_progress(store, done: np.ndarray) -> np.ndarray:
@@ -29,8 +29,9 @@ def status(store, now: float | None = None) -> dict[str, Any]:
     """Progress, rate, ETA and per-rank balance of the latest run (for ``farm status``).
 
     ``rendering`` names the process that renders the store now (its lock), or is
-    None; only then is there an ETA (``run.eta_s``), from the predicted device time
-    left (farm/store/estimate.py) at the run's rate."""
+    None; only then is there an ETA (``run.eta_s``) and the share of the predicted
+    work done (``run.work_done``), from the predicted device time left
+    (farm/store/estimate.py) at the run's pace, as the progress bar shows them."""
     now = time.time() if now is None else now
     done = store.done()
     unit_done = store.unit_done()
@@ -82,11 +83,16 @@ def status(store, now: float | None = None) -> dict[str, Any]:
             "tiles_per_s": round(rate, 4),
             "last_tile_age_s": round(now - t_end, 1),
         })
-        remaining = WorkEstimate(done, seconds, plan_shape(store.plan())).remaining_device_s() or 0.0
+        estimate = WorkEstimate(done, seconds, plan_shape(store.plan()))
+        remaining = estimate.remaining_device_s() or 0.0
         out["remaining_device_s"] = round(remaining, 3)
-        eta = eta_seconds(remaining, float(seconds[mine].sum()), elapsed)
-        if out["rendering"] is not None and eta is not None:  # only a live render has an ETA
-            out["run"]["eta_s"] = round(max(0.0, eta - (now - t_end)), 1)
+        # as the progress bar reads it (farm/store/estimate.py reading): the tiles in
+        # flight since the latest one count down, as far as their predicted cost
+        work = reading(remaining, estimate.done_device_s(), float(seconds[mine].sum()), elapsed,
+                       now - t_end, estimate.next_device_s(out["run"]["workers"]))
+        if out["rendering"] is not None and work is not None:  # only a live render has an ETA
+            out["run"]["eta_s"] = round(work.left_s, 1)
+            out["run"]["work_done"] = round(work.done, 4)
         busy = {int(r): float(seconds[mine & (rank == r)].sum()) for r in np.unique(rank[mine])}
         mean = sum(busy.values()) / len(busy)
         out["run"]["busy_s"] = {str(r): round(b, 3) for r, b in sorted(busy.items())}
