@@ -94,6 +94,7 @@ def test_the_time_estimate_counts_every_sample(monkeypatch, tmp_path):
     assert one == 64 * 48 * 1000 / 0.5e9
     assert four == 4 * one and sixteen == 16 * one
     assert "(x 4 samples)" in line and "start-up" in line and "video" in line
+    assert "worst case, not an estimate" in line and "~" not in line
 
 
 def test_frames_below_doubles_take_the_floatexp_rate(monkeypatch, tmp_path):

@@ -109,20 +109,24 @@ def _codec(plan: Plan):
 
 
 def _time_line(plan: Plan, device: str | None) -> str:
-    """The kernels' time if every sample of every pixel ran to its frame's limit
-    (:func:`_work_by_format`) at the rates ``farm bench`` measured, and what it
-    leaves out.
+    """The kernels' time in the work's worst case, said as one: every sample of every
+    pixel running to its frame's limit (:func:`_work_by_format`) at the rates ``farm
+    bench`` measured, with what real renders made of it and what it leaves out.
 
-    Not a bound either way: ``farm bench`` times pixels that never escape, every
-    work-item running the same count; real frames save the iterations of escaping
-    pixels (and skipped ones) but pay per pixel for the escape (smooth count,
-    histogram) and for work-items that finish at different counts. jobs/demo.toml on
-    the 2-core machine (PoCL), frame by frame: 0.3x (long limits, most pixels
-    escaping early) to 2.3x (short limits, mostly interior) of this figure; the whole
-    demo 1.0x with the depth rule's limits (28.1 s stated, kernels 27.75 s, the run
-    30.2 s), 0.25x with the escape pre-pass's (3.18 min stated, kernels 48.2 s: 34.2 of
-    65.6 Giter at 0.71 Giter/s against the bench's 0.34). The bench's rate also moves
-    with the machine's load (0.34-0.65 Giter/s f64 here). Start-up, reference orbits,
+    Not an estimate, and far from one where limits are long (the plan knows no frame's
+    typical count: the escape pre-pass samples only some, in doubles, and none below
+    1e-290 or where a nucleus sets the limit): real pixels stop when
+    they escape, and perturbed frames skip iterations (deeper, more). Recorded on the
+    2-core machine (PoCL, bench 0.54 Giter/s f64, 0.39 perturb, 0.04 perturb-fx):
+    whole zooms took 0.14x-1.0x of it (tests/data/eta_*.npz: the dendrite to 1e-50
+    0.17x, a `farm find` zoom to 1e-30 0.14x, first.toml to 1e-14 0.76x and, while the
+    machine's load grew, 1.0x); stills far less: a Misiurewicz still at 1e-300
+    (jobs/deep.toml's centre, 480x270) 0.06 s of a stated 110 s, a minibrot's at 1.5e-18
+    (320x180) 0.54 s of 13.4 s; docs/stills/deep.toml (1e-10000, limit 10^7, 4
+    samples) is stated 34.2 h. A single dense frame with a short limit can exceed it
+    (up to 4.6x here: its iterations cost more than the bench's uniform ones, and the
+    bench's rate moves with the machine's load). The time left of a render comes from
+    the tiles' own cost instead (farm/store/estimate.py). Start-up, reference orbits,
     store writes and the video come on top; on a CPU device the writer and the video
     share the kernels' cores."""
     from farm.compute import rates
@@ -133,10 +137,12 @@ def _time_line(plan: Plan, device: str | None) -> str:
     if bound is None:
         return f"time       run `farm bench` once on {device} for a time estimate"
     samples = f" (x {plan.samples} samples)" if plan.samples > 1 else ""
-    return (f"time       kernels ~{_duration(bound)} on {device} if every pixel{samples} ran to its "
-            "limit at the rate `farm bench` measured\n"
-            "           (real zooms: 0.3x-2.3x of that, frame by frame); not counted: start-up, "
-            "reference orbits, store writes, the video (on a CPU device they share its cores)")
+    return (f"time       kernels {_duration(bound)} on {device} if every pixel{samples} ran to its limit "
+            "at `farm bench`'s rate: the work's worst case, not an estimate\n"
+            "           (pixels stop when they escape, perturbed frames skip iterations: zooms took "
+            "0.14x-1x of it here, deep stills 1/25-1/1800; the progress bar and\n"
+            "           `farm status` give the time left from the tiles' own cost); not counted: "
+            "start-up, reference orbits, store writes, the video (on a CPU device they share its cores)")
 
 
 def _duration(seconds: float) -> str:
