@@ -790,3 +790,16 @@ def test_weighted_segments_share_the_cost_and_keep_the_join_rules():
             assert max(share) <= max(plain)
             if frames >= 360:  # room to move the cuts: the shares even out
                 assert max(share) < max(plain) and max(share) / min(share) < 1.3
+
+
+def test_shares_follow_the_cores_each_rank_has():
+    """A master and a worker on one node's 4 cores get half of them each; a rank alone
+    on 4 cores gets them all (farm/run/mpi_encode.py), and the frames go in proportion."""
+    from farm.encode.segments import boundaries
+    from farm.run.mpi_encode import _capacities
+
+    a, b = frozenset(range(4)), frozenset(range(4, 8))
+    capacity = _capacities([("a", a), ("a", a), ("b", b)])
+    assert capacity == [2.0, 2.0, 4.0]
+    cuts = boundaries(360, 3, 30, None, capacity)
+    assert cuts == [0, 90, 180, 360]

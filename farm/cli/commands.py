@@ -206,7 +206,7 @@ def _encode(args: argparse.Namespace) -> int:
     from farm.encode import VideoSettings, encode_video
     from farm.encode.record import beside_store, recolour_target
     from farm.encode.settings import names_video
-    from farm.schedule.transport import mpi_world, quiet_bcast
+    from farm.schedule.transport import mpi_world
     from farm.store.reader import Store
 
     comm = mpi_world()
@@ -228,7 +228,9 @@ def _encode(args: argparse.Namespace) -> int:
         film.check_audio(spec)
     except BaseException:
         if comm is not None:
-            quiet_bcast(comm, None)  # bad input: the other ranks go home
+            from farm.run.mpi_encode import decline
+
+            decline(comm)  # bad input: the other ranks go home
         raise
     if comm is not None:
         from farm.run.mpi_encode import lead

@@ -125,24 +125,29 @@ def segment_count(frames: int, fps: int, expmap: bool = False) -> int:
     return 1
 
 
-def boundaries(frames: int, count: int, fps: int, weights: Sequence[float] | None = None) -> list[int]:
+def boundaries(frames: int, count: int, fps: int, weights: Sequence[float] | np.ndarray | None = None,
+               capacity: Sequence[float] | None = None) -> list[int]:
     """``[0, b1, ..., frames]``: segment k is frames ``b_k .. b_{k+1} - 1``; every
     segment but the last a multiple of :func:`frame_quantum` frames; none shorter than
     SHORTEST frames (x264 gives a stream of 1 or 2 frames no B-frame delay, and a
     segment joined after one would then overlap it in decoding time; from 3 frames on
     every segment has the same delay, with or without B-frames: measured). With
     ``weights`` (one a frame: what a frame costs, e.g. its stored bytes), the segments
-    get about equal sums of them instead of equal frame counts."""
+    get about equal sums of them instead of equal frame counts; with ``capacity`` (one
+    a segment: the cores of the rank that encodes it), sums in those proportions."""
     quantum = frame_quantum(fps)
     unit = -(-SHORTEST // quantum) * quantum  # the shortest whole segment
     count = max(1, min(count, frames // unit))
-    if weights is None or count == 1:
+    if (weights is None and capacity is None) or count == 1:
         quanta = frames // quantum  # shared out evenly; the last segment also takes the rest
         return [quanta * k // count * quantum for k in range(count)] + [frames]
-    cum = np.cumsum(np.maximum(np.asarray(weights, np.float64), 0.0) + 1e-9)
+    cum = np.cumsum(np.maximum(np.asarray(np.ones(frames) if weights is None else weights,
+                                          np.float64), 0.0) + 1e-9)
+    parts = np.asarray(capacity[:count] if capacity is not None else np.ones(count), np.float64)
+    share = np.cumsum(parts) / parts.sum()
     cuts = [0]
     for k in range(1, count):
-        near = int(np.searchsorted(cum, cum[-1] * k / count))
+        near = int(np.searchsorted(cum, cum[-1] * share[k - 1]))
         lo = cuts[-1] + unit
         hi = (frames - unit * (count - k)) // quantum * quantum
         cuts.append(min(max(round(near / quantum) * quantum, lo), hi))

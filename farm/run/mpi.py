@@ -61,8 +61,12 @@ def render_mpi(comm, job, options: RenderOptions) -> int:
     # on several nodes the video is made after the render by every rank, a share each
     # (farm/run/mpi_encode.py), not by the master's host alone while the frames render
     spread = options.video and len(set(comm.allgather(host))) > 1
+    video_comm = None
     if spread:
         options = dataclasses.replace(options, video=False)
+        # the video's messages on a communicator of their own: the master's link drains
+        # every message of `comm` at its end, and would take a worker's first one
+        video_comm = comm.Dup()
     bound, problem = None, None
     if comm.Get_rank() != 0:
         try:
@@ -83,7 +87,7 @@ def render_mpi(comm, job, options: RenderOptions) -> int:
         if plan is not None and spread:
             from farm.run.mpi_encode import follow
 
-            follow(comm)
+            follow(video_comm)
         return 0
     plan, refs, codec = None, None, None
     held = contextlib.ExitStack()  # the store's lock, from the path check to the video
@@ -122,11 +126,13 @@ def render_mpi(comm, job, options: RenderOptions) -> int:
             status = finish(report, session)
             if spread:
                 led = True
-                _video_on_every_node(comm, session, spec, video)
+                _video_on_every_node(video_comm, session, spec, video)
             return status
         finally:
             if spread and not led:
-                transport.quiet_bcast(comm, None)  # no video to share: the workers go home
+                from farm.run.mpi_encode import decline
+
+                decline(video_comm)  # no video to share: the workers go home
 
 
 def _video_on_every_node(comm, session, spec, video: str) -> None:
@@ -139,7 +145,9 @@ def _video_on_every_node(comm, session, spec, video: str) -> None:
 
     output = record.output_path(video, len(session.plan.video_frames))
     if record.up_to_date(session.store_path, output, spec):
-        transport.quiet_bcast(comm, None)
+        from farm.run.mpi_encode import decline
+
+        decline(comm)
         print(f"farm: {output} is in place, made from this store with these settings; nothing to do",
               file=sys.stderr)
         return

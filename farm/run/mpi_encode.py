@@ -1,8 +1,9 @@
 """``mpiexec -n N farm encode STORE``: a finished store's video made by every rank, a share each.
 
 The film is cut into N segments of consecutive frames (:func:`farm.encode.segments.boundaries`,
-fewer when the film is short), of about equal stored bytes (:func:`_frame_weights`: the
-deep end of a zoom costs more a frame than its start). Rank k
+fewer when the film is short), of stored bytes (:func:`_frame_weights`: the deep end of a
+zoom costs more a frame than its start) in proportion to the cores each rank has
+(:func:`_capacities`: a master and a worker sharing a node's cores get half each). Rank k
 colours segment k's frames from the store (the colour statistics read the store too, so
 a share needs nothing from the others) and encodes them with its own cores into the
 segment's MPEG-TS stream beside the video, its timestamps starting where the segment
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sys
 import time
 import traceback
@@ -61,6 +63,7 @@ def lead(comm, store_path: str | os.PathLike[str], color: Color, video: VideoSet
     is a still: rank 0 writes it alone."""
     from farm.encode import encode_video
 
+    capacity = quiet_gather(comm, _cores_here())
     try:
         with Store(store_path) as store:
             check_complete(store, range(store.frames), color.smoothing)
@@ -72,7 +75,8 @@ def lead(comm, store_path: str | os.PathLike[str], color: Color, video: VideoSet
             silent = replace(video, path=silent_path(video.path), audio=None) if video.audio else video
             even = even_size(*size)
             shares = Shares(str(store_path), color, silent, choose_codec(video.codec, *even), size,
-                            boundaries(frames, comm.Get_size(), video.fps, weights))
+                            boundaries(frames, comm.Get_size(), video.fps, weights,
+                                       _capacities(capacity)))
     except BaseException:
         quiet_bcast(comm, None)  # the other ranks go home
         raise
@@ -110,9 +114,32 @@ def _frame_weights(store: Store) -> np.ndarray | None:
     return stored.reshape(stored.shape[0], -1).sum(axis=1)
 
 
+def decline(comm) -> None:
+    """Rank 0, where there is no video to share (bad input, an interrupted render, a
+    video in place): the other ranks, waiting in :func:`follow`, go home."""
+    quiet_gather(comm, _cores_here())
+    quiet_bcast(comm, None)
+
+
+def _cores_here() -> tuple[str, frozenset[int]]:
+    """This rank's node (FARM_NODE, else the host) and the cores it may use."""
+    return (os.environ.get("FARM_NODE") or socket.gethostname(), frozenset(os.sched_getaffinity(0)))
+
+
+def _capacities(ranks: list[tuple[str, frozenset[int]]]) -> list[float]:
+    """Each rank's share of its node's cores: a core counts 1/n for each of the n ranks of
+    the node that may use it (a master and a worker on one node's cores get half each)."""
+    users: dict[tuple[str, int], int] = {}
+    for node, cores in ranks:
+        for core in cores:
+            users[node, core] = users.get((node, core), 0) + 1
+    return [sum(1 / users[node, core] for core in cores) for node, cores in ranks]
+
+
 def follow(comm) -> None:
     """Ranks 1..N-1: wait for rank 0's shares (None: nothing to do), encode this rank's,
     and say how it went."""
+    quiet_gather(comm, _cores_here())
     shares = quiet_bcast(comm)
     if shares is not None:
         quiet_gather(comm, _encode_share(shares, comm.Get_rank(), False))
