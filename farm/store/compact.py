@@ -83,9 +83,10 @@ def is_compact(path: str | os.PathLike[str]) -> bool:
 
 def compact(path: str | os.PathLike[str], plan: Plan) -> Compaction | None:
     """Compact the store at ``path`` (see the module docstring) when every tile and
-    frame of it is done and it is not compacted yet; None otherwise. An OSError (a full
-    disk: :func:`farm.store.space.is_disk_full`) leaves the store as it was; NoRoom
-    (one) says that the free space is less than the store takes (checked first)."""
+    frame of it is done and it is not compacted yet; None otherwise. The caller holds
+    the store's lock. An OSError (a full disk: :func:`farm.store.space.is_disk_full`)
+    leaves the store as it was; NoRoom, an OSError too, says that the free space is
+    less than the store takes (checked first)."""
     path = Path(path)
     layout.remove_stale(path)  # a compaction killed before
     with h5py.File(path, "r", locking=False) as f:
