@@ -147,3 +147,15 @@ def test_a_store_under_proc_says_files_cannot_be_created_there(tmp_path, write_j
     why = r"cannot write /proc/farm-test/s\.h5: files cannot be created in /proc"
     with pytest.raises(SpecError, match=why):
         specmod.check_writable("/proc/farm-test/s.h5", "output.store")
+
+
+def test_compiler_messages_go_to_a_log_not_over_the_progress_bar(tmp_path, write_job):
+    """An OpenCL compiler's warnings (PoCL: "77 warnings generated.", pyopencl's
+    CompilerWarning) go to the cache folder's build.log, not to the terminal (issue 44.10)."""
+    job = write_job(size=(32, 24), frames=2, width=("3", "1e-20"), tile=(16, 16), max_iter=200)
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "POCL_CACHE_DIR": str(tmp_path / "pocl")}
+    result = run_farm("render", str(job), "--no-video", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "CompilerWarning" not in result.stderr and "warnings generated" not in result.stderr
+    log = tmp_path / "cache" / "zoomfarm" / "build.log"
+    assert not log.exists() or log.read_text().startswith("== ")

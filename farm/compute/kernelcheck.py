@@ -44,6 +44,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from farm.runtime.cache import cache_dir
+
 if TYPE_CHECKING:
     from farm.compute.inventory import DeviceInfo
 
@@ -67,8 +69,7 @@ def cache_path() -> Path:
     """Where verdicts are kept (see the module's docstring)."""
     if os.environ.get("FARM_DEVICE_CACHE"):
         return Path(os.environ["FARM_DEVICE_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "zoomfarm" / "devices.json"
+    return cache_dir() / "devices.json"
 
 
 @functools.cache

@@ -12,8 +12,11 @@ cache; this module keeps built programs per (context, sources, options).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import time
+import warnings
 import weakref
 from importlib import resources
 from pathlib import Path
@@ -21,6 +24,7 @@ from pathlib import Path
 import pyopencl as cl
 
 from farm.errors import DeviceError
+from farm.runtime.cache import cache_dir
 
 FORMAT_SOURCES = {"f64": "f64.cl", "fp128": "fp128.cl", "quad-single": "qs.cl",
                   "perturb": "perturb.cl"}
@@ -51,11 +55,34 @@ def build(ctx: cl.Context, names: tuple[str, ...], options: tuple[str, ...] = ()
     if program is None:
         text = "\n".join(f'#line 1 "{n}"\n' + source(n) for n in names)
         try:
-            program = cl.Program(ctx, text).build(options=opts)
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always", cl.CompilerWarning)
+                program = cl.Program(ctx, text).build(options=opts)
         except cl.RuntimeError as err:
             raise DeviceError(f"building {'+'.join(names)} failed:\n{err}") from None
+        if any(issubclass(w.category, cl.CompilerWarning) for w in said):
+            _log_build(program, names, opts)
         _built[key] = program
     return program
+
+
+def build_log() -> Path:
+    """Where the OpenCL compilers' messages go (they would print over the progress bars)."""
+    return cache_dir() / "build.log"
+
+
+def _log_build(program: cl.Program, names: tuple[str, ...], opts: str) -> None:
+    """Append a build's compiler output (the warnings of a build that worked) to
+    :func:`build_log`."""
+    with contextlib.suppress(OSError, cl.Error):
+        path = build_log()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8", errors="replace") as log:
+            for dev in program.devices:
+                text = program.get_build_info(dev, cl.program_build_info.LOG).strip()
+                if text:
+                    log.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} {'+'.join(names)} {opts} "
+                              f"on {dev.name.strip()}\n{text}\n")
 
 
 def device_options(device: cl.Device, local_bins: int) -> tuple[str, ...]:

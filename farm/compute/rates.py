@@ -16,12 +16,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from farm.runtime.cache import cache_dir
+
 
 def rates_file() -> Path:
     if os.environ.get("FARM_RATES"):
         return Path(os.environ["FARM_RATES"])
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "zoomfarm" / "rates.json"
+    return cache_dir() / "rates.json"
 
 
 def load() -> dict[str, Any]:
