@@ -6,7 +6,7 @@
 #   steps: any of
 #   devices tests kernels quick ptx bench perturb skipping skipvariants steprun zoom zoomskip
 #   farm scaling pipeline wholescaling packsweep expmap samples depth videoprofile floor
-#   sinktrace limits encodenodes
+#   sinktrace limits encodenodes encodelimit rendernodes
 #   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
@@ -193,6 +193,54 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
           echo "nodes $n round $round: $(awk "BEGIN {printf \"%.2f\", $t1 - $t0}") s" \
             | tee -a "$OUT/encodenodes.txt"
         done
+      done ;;
+    rendernodes)
+      # the whole `farm render` with its video on 1, 2 and 4 nodes of 4 cores emulated on this
+      # host, all sharing its GPU (node 0: the master and a worker; the others a worker), each
+      # layout twice, alternated (BENCHMARKS.md, "The video on every node")
+      log "render with video on emulated nodes"
+      job=${ENCODE_JOB:-benchmarks/jobs/minibrot_1080p.toml}
+      for round in 1 2; do
+        for n in 1 2 4; do
+          out=(--store /tmp/farm-rendernodes-$n.h5 --video /tmp/farm-rendernodes-$n.mp4 --restart --quiet)
+          if [ "$n" -eq 1 ]; then
+            cmd=(env FARM_NODE=n0 taskset -c 0-3 python3 -m farm render "$job" "${out[@]}")
+          else
+            cmd=(mpiexec --bind-to none --oversubscribe -n 2 -x FARM_NODE=n0 taskset -c 0-3
+                 python3 -m farm render "$job" "${out[@]}" --share-devices)
+            for ((k = 1; k < n; k++)); do
+              cmd+=(: -n 1 -x "FARM_NODE=n$k" taskset -c "$((4 * k))-$((4 * k + 3))"
+                    python3 -m farm render "$job" "${out[@]}" --share-devices)
+            done
+          fi
+          t0=$EPOCHREALTIME
+          "${cmd[@]}" > /dev/null 2> "$OUT/rendernodes-$n-$round.err" || echo "failed: ${cmd[*]}"
+          t1=$EPOCHREALTIME
+          echo "nodes $n round $round: $(awk "BEGIN {printf \"%.2f\", $t1 - $t0}") s" \
+            | tee -a "$OUT/rendernodes.txt"
+        done
+      done ;;
+    encodelimit)
+      # what x264 alone does on the same split (the bound of `encodenodes`): the minibrot
+      # zoom's frames as raw planes, encoded by plain ffmpeg on 1 x 4, 2 x 4 and 4 x 4 cores
+      log "plain x264 on 4-core sets"
+      ff=$(python3 -c "from farm.runtime.media import ffmpeg_binary; print(ffmpeg_binary())")
+      python3 -m farm render "${ENCODE_JOB:-benchmarks/jobs/minibrot_1080p.toml}" --store /tmp/farm-limit.h5 \
+        --video /tmp/farm-limit.mp4 --restart --quiet
+      "$ff" -v error -i /tmp/farm-limit.mp4 -f rawvideo -pix_fmt yuv420p -y /tmp/farm-limit.yuv
+      frame=$((1920 * 1080 * 3 / 2))
+      (cd /tmp && split -d -b $((frame * 180)) farm-limit.yuv farm-limit-h && split -d -b $((frame * 90)) farm-limit.yuv farm-limit-q)
+      enc() { taskset -c "$1" "$ff" -v error -f rawvideo -pix_fmt yuv420p -s 1920x1080 -r 30 -i "$2" \
+                -c:v libx264 -preset faster -crf 18 -f mp4 -y "$2.mp4"; }
+      for round in 1 2; do
+        t0=$EPOCHREALTIME; enc 0-3 /tmp/farm-limit.yuv; t1=$EPOCHREALTIME
+        echo "1 x 4 cores: $(awk "BEGIN {printf \"%.2f\", $t1 - $t0}") s" | tee -a "$OUT/encodelimit.txt"
+        t0=$EPOCHREALTIME; enc 0-3 /tmp/farm-limit-h00 & enc 4-7 /tmp/farm-limit-h01 & wait; t1=$EPOCHREALTIME
+        echo "2 x 4 cores: $(awk "BEGIN {printf \"%.2f\", $t1 - $t0}") s" | tee -a "$OUT/encodelimit.txt"
+        t0=$EPOCHREALTIME
+        for k in 0 1 2 3; do enc "$((4 * k))-$((4 * k + 3))" "/tmp/farm-limit-q0$k" & done; wait
+        t1=$EPOCHREALTIME
+        echo "4 x 4 cores: $(awk "BEGIN {printf \"%.2f\", $t1 - $t0}") s" | tee -a "$OUT/encodelimit.txt"
       done ;;
     depth)
       # issue 23: 1080p frames at 1e-10000 and 1e-100000 and the 600-frame zoom to 1e-10000
