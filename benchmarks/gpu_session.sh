@@ -14,6 +14,14 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 steps=${*:-devices tests kernels farm}
 log() { echo "== $* ($(date +%T))"; }
+timed() {  # timed LABEL TABLE CMD...: run CMD (stderr to $OUT/LABEL.err), its wall seconds to TABLE
+  local label=$1 table=$2 t0 t1
+  shift 2
+  t0=$EPOCHREALTIME
+  "$@" > /dev/null 2> "$OUT/$label.err" || echo "failed: $*"
+  t1=$EPOCHREALTIME
+  echo "$label: $(awk "BEGIN {printf \"%.2f\", $t1 - $t0}") s" | tee -a "$OUT/$table"
+}
 for step in $steps; do
   case $step in
     devices)
@@ -187,11 +195,7 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
           else
             read -ra cmd <<<"mpiexec --bind-to none --oversubscribe $(ranks "$n")"
           fi
-          t0=$EPOCHREALTIME
-          "${cmd[@]}" > /dev/null 2> "$OUT/encodenodes-$n-$round.err" || echo "failed: ${cmd[*]}"
-          t1=$EPOCHREALTIME
-          echo "nodes $n round $round: $(awk "BEGIN {printf \"%.2f\", $t1 - $t0}") s" \
-            | tee -a "$OUT/encodenodes.txt"
+          timed "encodenodes-$n-$round" encodenodes.txt "${cmd[@]}"
         done
       done ;;
     rendernodes)
@@ -213,11 +217,7 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
                     python3 -m farm render "$job" "${out[@]}" --share-devices)
             done
           fi
-          t0=$EPOCHREALTIME
-          "${cmd[@]}" > /dev/null 2> "$OUT/rendernodes-$n-$round.err" || echo "failed: ${cmd[*]}"
-          t1=$EPOCHREALTIME
-          echo "nodes $n round $round: $(awk "BEGIN {printf \"%.2f\", $t1 - $t0}") s" \
-            | tee -a "$OUT/rendernodes.txt"
+          timed "rendernodes-$n-$round" rendernodes.txt "${cmd[@]}"
         done
       done ;;
     encodelimit)
@@ -232,15 +232,12 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
       (cd /tmp && split -d -b $((frame * 180)) farm-limit.yuv farm-limit-h && split -d -b $((frame * 90)) farm-limit.yuv farm-limit-q)
       enc() { taskset -c "$1" "$ff" -v error -f rawvideo -pix_fmt yuv420p -s 1920x1080 -r 30 -i "$2" \
                 -c:v libx264 -preset faster -crf 18 -f mp4 -y "$2.mp4"; }
+      halves() { enc 0-3 /tmp/farm-limit-h00 & enc 4-7 /tmp/farm-limit-h01 & wait; }
+      quarters() { for k in 0 1 2 3; do enc "$((4 * k))-$((4 * k + 3))" "/tmp/farm-limit-q0$k" & done; wait; }
       for round in 1 2; do
-        t0=$EPOCHREALTIME; enc 0-3 /tmp/farm-limit.yuv; t1=$EPOCHREALTIME
-        echo "1 x 4 cores: $(awk "BEGIN {printf \"%.2f\", $t1 - $t0}") s" | tee -a "$OUT/encodelimit.txt"
-        t0=$EPOCHREALTIME; enc 0-3 /tmp/farm-limit-h00 & enc 4-7 /tmp/farm-limit-h01 & wait; t1=$EPOCHREALTIME
-        echo "2 x 4 cores: $(awk "BEGIN {printf \"%.2f\", $t1 - $t0}") s" | tee -a "$OUT/encodelimit.txt"
-        t0=$EPOCHREALTIME
-        for k in 0 1 2 3; do enc "$((4 * k))-$((4 * k + 3))" "/tmp/farm-limit-q0$k" & done; wait
-        t1=$EPOCHREALTIME
-        echo "4 x 4 cores: $(awk "BEGIN {printf \"%.2f\", $t1 - $t0}") s" | tee -a "$OUT/encodelimit.txt"
+        timed "encodelimit-1x4-$round" encodelimit.txt enc 0-3 /tmp/farm-limit.yuv
+        timed "encodelimit-2x4-$round" encodelimit.txt halves
+        timed "encodelimit-4x4-$round" encodelimit.txt quarters
       done ;;
     depth)
       # issue 23: 1080p frames at 1e-10000 and 1e-100000 and the 600-frame zoom to 1e-10000
