@@ -37,6 +37,7 @@ from farm.run.session import (
     master_session,
     open_sink,
     spawn_sink,
+    video_in_place,
 )
 
 
@@ -143,15 +144,10 @@ def _video_on_every_node(comm, session, spec, video: str) -> None:
     from pathlib import Path
 
     from farm.encode import VideoSettings, record
-    from farm.run.mpi_encode import lead
+    from farm.run.mpi_encode import decline, lead
 
-    output = record.output_path(video, len(session.plan.video_frames))
-    if record.up_to_date(session.store_path, output, spec):
-        from farm.run.mpi_encode import decline
-
+    if video_in_place(session):  # (the session has this job and video path)
         decline(comm)
-        print(f"farm: {output} is in place, made from this store with these settings; nothing to do",
-              file=sys.stderr)
         return
     path = lead(comm, session.store_path, spec.color, VideoSettings.from_spec(spec, Path(video)),
                 progress=session.options.progress)

@@ -121,7 +121,7 @@ def _write_session(session: Session, link: transport.MasterLink,
             for f in plan.frames_ready(writer.frame_done):  # frames a resume finds done
                 sink.frame_complete(int(f))
         pending = writer.pending()
-        if sink and not pending and _video_in_place(session):  # nothing to do (issue 25.6c)
+        if sink and not pending and video_in_place(session):  # nothing to do (issue 25.6c)
             sink.abort()
             sink = session.sink = None
         timeline: dict[str, float] = {"process_started": session.timing.process_started,
@@ -167,7 +167,7 @@ def _write_session(session: Session, link: transport.MasterLink,
     return report
 
 
-def _video_in_place(session: Session) -> bool:
+def video_in_place(session: Session) -> bool:
     """Whether the complete store's video is the one its render made with the session's
     settings, unchanged since (farm/encode/record.py); says so on stderr when it is."""
     from farm.encode import record
