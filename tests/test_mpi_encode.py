@@ -7,13 +7,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run, run_farm
+from conftest import SLOW, hold_at, run, run_farm, start, wait_for_tiles
 
 from farm.encode.segments import boundaries
 from farm.runtime.media import ffmpeg_binary
@@ -49,13 +50,17 @@ video = "{root / 'z.mp4'}"
     return root / "z.h5"
 
 
-def two_nodes(*args: str) -> subprocess.CompletedProcess:
+def two_nodes_command(*args: str) -> list[str]:
     """`farm ARGS` as 3 ranks: node a (the master and a worker) on core 0, node b on
     core 1 (or core 0 again on a one-core machine)."""
     last = max(os.sched_getaffinity(0))
     farm = [sys.executable, "-m", "farm", *args]
-    return run([MPIEXEC, "-n", "2", "-env", "FARM_NODE", "a", TASKSET, "-c", "0", *farm, ":",
-                "-n", "1", "-env", "FARM_NODE", "b", TASKSET, "-c", str(last), *farm], timeout=900)
+    return [MPIEXEC, "-n", "2", "-env", "FARM_NODE", "a", TASKSET, "-c", "0", *farm, ":",
+            "-n", "1", "-env", "FARM_NODE", "b", TASKSET, "-c", str(last), *farm]
+
+
+def two_nodes(*args: str) -> subprocess.CompletedProcess:
+    return run(two_nodes_command(*args), timeout=900)
 
 
 def frame_table(video: Path) -> list[tuple[int, str]]:
@@ -116,12 +121,18 @@ def test_bad_input_under_mpiexec_is_one_line_from_the_master(store, tmp_path):
     shared = two_nodes("encode", str(store), "--video", str(tmp_path / "v.mp4"), "--palette", "nope.json")
     assert shared.returncode == 2, shared.stderr
     assert len(re.findall(r"^farm: ", shared.stderr, re.M)) == 1, shared.stderr
+    job = tmp_path / "bad.toml"  # a job every rank reads: rank 0 alone says what is wrong
+    job.write_text((store.parent / "z.toml").read_text().replace("frames = ", "frames = -"))
+    render = two_nodes("render", str(job), "--share-devices")
+    assert render.returncode == 2, render.stderr
+    assert re.findall(r"^farm: .*", render.stderr, re.M) == [
+        f"farm: {job}: animation.frames: -{FRAMES} is out of range: 1 to 100000"], render.stderr
 
 
 def test_a_render_on_two_nodes_makes_its_video_on_both(store, tmp_path):
-    """`farm render` on ranks of more than one node makes the video after the render, a
-    share on every rank (not on the master's host while the frames render): the same
-    frames and timestamps as one process's video, at CRF 0."""
+    """`farm render` on ranks of more than one node makes the video on every worker's
+    node, a share each, while the frames render (not on the master's host alone): the
+    same frames and timestamps as one process's video, at CRF 0."""
     job = tmp_path / "z.toml"
     job.write_text((store.parent / "z.toml").read_text()
                    .replace(str(store.parent / "z.h5"), str(tmp_path / "nodes.h5"))
@@ -129,9 +140,35 @@ def test_a_render_on_two_nodes_makes_its_video_on_both(store, tmp_path):
                    + "crf = 0\n")
     nodes = two_nodes("render", str(job), "--share-devices")
     assert nodes.returncode == 0, nodes.stderr
-    assert "video shares: rank 0" in nodes.stderr and "rank 2" in nodes.stderr, nodes.stderr
+    assert "video shares: rank 1" in nodes.stderr and "rank 2" in nodes.stderr, nodes.stderr
+    assert "rank 0 frames" not in nodes.stderr  # the master writes; its node's worker encodes
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nodes.h5", "nodes.mp4", "z.toml"]
     one = tmp_path / "one.mp4"
     assert run_farm("encode", str(tmp_path / "nodes.h5"), "--video", str(one)).returncode == 0
     assert frame_table(tmp_path / "nodes.mp4") == frame_table(one)
     again = two_nodes("render", str(job), "--share-devices")  # complete, its video in place
     assert again.returncode == 0 and "nothing to do" in again.stderr, again.stderr
+
+
+def test_an_interrupted_render_on_two_nodes_leaves_no_video_and_resumes(store, tmp_path):
+    """Stopped mid-way (SIGUSR1 to mpiexec, the master held once 20 tiles are stored),
+    the nodes drop their shares: no video, no segment or partial file beside it. A resume
+    on two nodes makes the video, equal to one process's."""
+    job = tmp_path / "z.toml"
+    job.write_text((store.parent / "z.toml").read_text()
+                   .replace(str(store.parent / "z.h5"), str(tmp_path / "nodes.h5"))
+                   .replace(str(store.parent / "z.mp4"), str(tmp_path / "nodes.mp4"))
+                   + "crf = 0\n")
+    proc = start(two_nodes_command("render", str(job), "--share-devices"), stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE, text=True, env={**os.environ, **SLOW, **hold_at(20)})
+    wait_for_tiles(proc, tmp_path / "nodes.h5", 20)
+    assert proc.poll() is None, "the render ended before the signal"
+    proc.send_signal(signal.SIGUSR1)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 75, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nodes.h5", "z.toml"]
+    resumed = two_nodes("resume", str(tmp_path / "nodes.h5"), "--share-devices")
+    assert resumed.returncode == 0, resumed.stderr
+    one = tmp_path / "one.mp4"
+    assert run_farm("encode", str(tmp_path / "nodes.h5"), "--video", str(one)).returncode == 0
+    assert frame_table(tmp_path / "nodes.mp4") == frame_table(one)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from farm.cli.commands import COMMANDS
 from farm.cli.parser import build_parser
 from farm.errors import EXIT_INTERRUPTED, FarmError
+from farm.runtime.cores import launcher_rank
 
 __all__ = ["build_parser", "main"]
 
@@ -22,7 +23,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status = COMMANDS[args.command](args)
     except FarmError as err:
-        print(f"farm: {err}", file=sys.stderr)
+        if not (err.exit_status == 2 and launcher_rank() not in (None, 0)):
+            print(f"farm: {err}", file=sys.stderr)  # bad input: every rank reads it; rank 0 says so
         status = err.exit_status
     except KeyboardInterrupt:
         print("farm: interrupted", file=sys.stderr)

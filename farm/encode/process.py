@@ -12,6 +12,12 @@ as its first line on stdin, then one frame number per line as frames complete, t
 its timings, or the error). The child starts (imports, GPU context for colouring)
 while the render runs.
 
+A render on several nodes gives each worker rank such a child for its share of the video
+(farm/encode/shares.py, :meth:`SinkProcess.follow_share`): its first line names the
+share instead of the job, and the child, on another node than the master, learns which
+frames are complete from the store itself (:class:`StoreFollower`: the done flags, read
+past HDF5's caches) until ``finish``, which comes once the render has ended.
+
 :class:`SinkProcess` is the parent's side, with the sink's interface: ``frame_complete``
 (cheap, thread-safe, never raises), ``finish`` and ``abort``. The parent checks the
 palette and the video path before it starts the child, so a bad one is still an error
@@ -20,16 +26,23 @@ before any work.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
+import pickle
 import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from farm.errors import FarmError
+
+if TYPE_CHECKING:
+    from farm.encode.shares import Shares
+
+FOLLOW_EVERY = 0.25  # seconds between a share's looks at the store's done flags
 
 
 class SinkProcess:
@@ -54,6 +67,14 @@ class SinkProcess:
         """Colour the store's frames with the job's colours into ``video``."""
         self._video = Path(video)
         self._send(json.dumps({"store": str(store_path), "spec": spec_text, "video": str(video)}))
+        return self
+
+    def follow_share(self, shares: Shares, k: int) -> SinkProcess:
+        """Colour and encode segment ``k`` of ``shares`` as the store's frames complete."""
+        from farm.encode.shares import segment_file
+
+        self._video = segment_file(shares, k)
+        self._send(json.dumps({"share": base64.b64encode(pickle.dumps((shares, k))).decode()}))
         return self
 
     def _send(self, line: str) -> None:
@@ -113,11 +134,29 @@ def _serve(stdin: IO[str], stdout: IO[str]) -> int:
     if not first.strip() or first.strip() == "abort":  # the render ended before it began
         return 0
     job = json.loads(first)
-    spec = specmod.parse_text(job["spec"])
-    sink = open_video_sink(job["store"], spec.color, VideoSettings.from_spec(spec, job["video"]))
+    follower = None
+    if "share" in job:
+        from farm.encode.shares import share_sink
+
+        shares, k = pickle.loads(base64.b64decode(job["share"]))  # from the parent, a farm
+        sink = share_sink(shares, k)
+        follower = StoreFollower(shares.store, sink.frame_complete)
+    else:
+        spec = specmod.parse_text(job["spec"])
+        sink = open_video_sink(job["store"], spec.color, VideoSettings.from_spec(spec, job["video"]))
+    try:
+        return _feed(sink, stdin, stdout, follower)
+    finally:
+        if follower is not None:
+            follower.stop()
+
+
+def _feed(sink, stdin: IO[str], stdout: IO[str], follower: StoreFollower | None) -> int:
     for line in stdin:
         word = line.strip()
         if word == "finish":
+            if follower is not None:
+                follower.stop(look_again=True)  # the render has ended: every frame is there
             path = sink.finish()
             print(json.dumps({"path": str(path), "color_s": sink.color_s, "write_s": sink.write_s,
                               "written": sink.written}), file=stdout, flush=True)
@@ -127,6 +166,46 @@ def _serve(stdin: IO[str], stdout: IO[str]) -> int:
         sink.frame_complete(int(word))
     sink.abort()  # "abort", or the parent went away
     return 0
+
+
+class StoreFollower:
+    """Calls ``notify(f)`` once for each video frame of the store at ``store_path`` that
+    its done flags say is complete (farm/store/reader.py's frame_done, read past HDF5's
+    caches), looking every FOLLOW_EVERY seconds on a thread of its own until stopped."""
+
+    def __init__(self, store_path: str, notify):
+        from farm.store.reader import Store
+
+        self._store = Store(store_path)
+        self._notify = notify
+        self._told = None
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="store-follower", daemon=True)
+        self._thread.start()
+
+    def _look(self) -> None:
+        import numpy as np
+
+        done = self._store.frame_done()
+        new = np.flatnonzero(done if self._told is None else done & ~self._told)
+        self._told = done if self._told is None else self._told | done
+        for f in new:
+            self._notify(int(f))
+
+    def _run(self) -> None:
+        while True:
+            self._look()
+            if self._stopped.wait(FOLLOW_EVERY):
+                return
+
+    def stop(self, look_again: bool = False) -> None:
+        """Stop looking (once more first, with ``look_again``); idempotent."""
+        if not self._stopped.is_set():
+            self._stopped.set()
+            self._thread.join()
+            if look_again:
+                self._look()
+            self._store.close()
 
 
 def main() -> int:

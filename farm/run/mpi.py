@@ -1,6 +1,12 @@
 """A render under ``mpiexec -n N``: rank 0 prepares the store and runs the master, ranks
 1..N-1 bind a device of their node each and work; the plan and references reach them by
-broadcast (farm/schedule/transport.py)."""
+broadcast (farm/schedule/transport.py).
+
+On several nodes the video is made where the frames are: each worker rank colours and
+encodes a share of it (farm/encode/shares.py) in a sink process of its node that follows
+the store while the frames render (farm/encode/process.py), and rank 0 joins the shares
+once the render has ended (farm/run/mpi_encode.py's join_shares). On one node the master's
+sink process makes the whole video, as in one process."""
 
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from farm.store.codec import Codec
 from farm.store.lock import StoreLock
 
 if TYPE_CHECKING:
-    pass
+    from farm.encode.process import SinkProcess
+    from farm.encode.shares import Shares
 from farm.run.prepare import prepare_store, prepass_device
 from farm.run.session import (
     RenderOptions,
@@ -59,15 +66,20 @@ def render_mpi(comm, job, options: RenderOptions) -> int:
     Before anything is written, every worker binds its device and the master hears
     of any that cannot (too many workers for the node's GPUs, a missing driver)."""
     local_index, local_workers, host = transport.node_worker_index(comm)
-    # on several nodes the video is made after the render by every rank, a share each
-    # (farm/run/mpi_encode.py), not by the master's host alone while the frames render
+    # on several nodes the video is made by every worker's node, a share each, while the
+    # frames render, not by the master's host alone
     spread = options.video and len(set(comm.allgather(host))) > 1
-    video_comm = None
+    video_comm, share = None, None
+    checked = options  # the video path is checked before any work, wherever it is made
     if spread:
         options = dataclasses.replace(options, video=False)
         # the video's messages on a communicator of their own: the master's link drains
         # every message of `comm` at its end, and would take a worker's first one
         video_comm = comm.Dup()
+        if comm.Get_rank() != 0:
+            from farm.encode.process import SinkProcess
+
+            share = SinkProcess()  # started first: forking after the GPU's context costs
     bound, problem = None, None
     if comm.Get_rank() != 0:
         try:
@@ -77,19 +89,7 @@ def render_mpi(comm, job, options: RenderOptions) -> int:
             problem = (type(err).__name__, f"rank {comm.Get_rank()} on {host}: {err}")
     problems = [p for p in transport.quiet_gather(comm, problem) or [] if p]
     if comm.Get_rank() != 0:
-        try:
-            plan, codec = transport.quiet_bcast(comm)
-            if plan is not None:
-                refs = _bcast_references(comm, None)
-                if bound is not None:
-                    _mpi_worker(comm, plan, refs, codec, bound, local_workers)
-        finally:
-            clstart.release_unused()
-        if plan is not None and spread:
-            from farm.run.mpi_encode import follow
-
-            follow(video_comm)
-        return 0
+        return _worker_rank(comm, video_comm, share, bound, local_workers)
     plan, refs, codec = None, None, None
     held = contextlib.ExitStack()  # the store's lock, from the path check to the video
     held.callback(clstart.release_unused)  # the pre-pass's context (_prepass_here), at the end
@@ -98,7 +98,7 @@ def render_mpi(comm, job, options: RenderOptions) -> int:
             kind = UsageError if all(k == "UsageError" for k, _ in problems) else DeviceError
             raise kind("; ".join(text for _, text in problems))
         spec, store_path, video = job()
-        check_paths(store_path, video, options)
+        check_paths(store_path, video, checked)
         timing = MasterTiming()
         sink = spawn_sink(options)
         if sink is not None:
@@ -110,48 +110,173 @@ def render_mpi(comm, job, options: RenderOptions) -> int:
         session = Session(plan, store_path, options, timing,
                            open_sink(sink, spec, store_path, video), job=spec, video=video)
     except BaseException:
+        plan = None  # the workers go home
         held.close()
         raise
     finally:
         transport.quiet_bcast(comm, (plan, codec))  # a None plan tells the workers to go home
     with held:
         _bcast_references(comm, refs)
+        in_place = spread and video_in_place(session)
+        shares = _share_out(video_comm, session, in_place) if spread else None
+        if shares is not None:  # finished (joined) or aborted as the session's video sink
+            session.sink = held.enter_context(NodeShares(video_comm, session, shares))
         link = transport.MpiMaster(comm, plan.channels)
         print(f"farm: master on {host}, {len(link.workers)} worker(s)", file=sys.stderr)
-        led = False
         try:
-            try:
-                report = master_session(session, link, len(link.workers))
-            finally:
-                for w in link.workers:  # idempotent: workers already released ignore it
-                    link.release(w)
-                link.drain()
-            status = finish(report, session)
-            if spread:
-                led = True
-                _video_on_every_node(video_comm, session, spec, video)
-            return status
+            report = master_session(session, link, len(link.workers))
         finally:
-            if spread and not led:
-                from farm.run.mpi_encode import decline
+            for w in link.workers:  # idempotent: workers already released ignore it
+                link.release(w)
+            link.drain()
+        status = finish(report, session)
+        if spread and shares is None and not in_place:
+            _still(session)
+        return status
 
-                decline(video_comm)  # no video to share: the workers go home
+
+def _worker_rank(comm, video_comm, share: SinkProcess | None, bound, local_workers: int) -> int:
+    """A worker rank from the plan's broadcast to the end: its tiles, and on several nodes
+    its share of the video (made as the frames complete, finished once the master says
+    the render has ended well)."""
+    plan, shares = None, None
+    try:
+        try:
+            plan, codec = transport.quiet_bcast(comm)
+            if plan is not None:
+                refs = _bcast_references(comm, None)
+                if video_comm is not None:
+                    shares = _share_in(video_comm, share)
+                if bound is not None:
+                    _mpi_worker(comm, plan, refs, codec, bound, local_workers)
+        finally:
+            clstart.release_unused()
+        if shares is not None:
+            assert share is not None
+            made = transport.quiet_bcast(video_comm)  # the master: did the render end well?
+            transport.quiet_gather(video_comm, _finish_share(share, made))
+            share = None
+    finally:
+        if share is not None:
+            share.abort()
+    return 0
 
 
-def _video_on_every_node(comm, session, spec, video: str) -> None:
-    """The render is complete: every rank colours and encodes a share of the video, rank
-    0 joins (farm/run/mpi_encode.py); nothing when the video is in place already."""
+def _share_out(comm, session: Session, in_place: bool) -> Shares | None:
+    """Rank 0, the store prepared: cut the video into a share for each worker rank (of
+    equal frames for their cores: what a frame will cost is not known yet) and send them
+    out. None, and the workers' sinks go home, where the video is in place already or the
+    film is a still."""
+    from farm.encode import VideoSettings
+    from farm.encode.shares import capacities, cores_here, cut
+    from farm.store.reader import Store
+
+    ranks = transport.quiet_gather(comm, cores_here()) or []
+    shares = None
+    try:
+        if len(session.plan.video_frames) > 1 and not in_place:
+            assert session.job is not None and session.video is not None
+            with Store(session.store_path) as store:
+                shares = cut(store, session.store_path, session.job.color,
+                             VideoSettings.from_spec(session.job, session.video),
+                             capacities(ranks[1:]), None)
+    finally:
+        transport.quiet_bcast(comm, shares)
+    return shares
+
+
+def _share_in(comm, share: SinkProcess | None) -> Shares | None:
+    """A worker rank: its share of the video from rank 0, given to its sink process."""
+    from farm.encode.shares import cores_here
+
+    transport.quiet_gather(comm, cores_here())
+    shares = transport.quiet_bcast(comm)
+    k = comm.Get_rank() - 1
+    if shares is None or share is None or k >= shares.segments:
+        return None
+    share.follow_share(shares, k)
+    return shares
+
+
+def _finish_share(share: SinkProcess, made: bool) -> tuple[str | None, float, float, float, int]:
+    """The share's report for rank 0: None or why it failed (one line), the seconds its
+    sink took after the render ended, its colouring and writing seconds, its frames."""
+    import time
+
+    t0 = time.perf_counter()
+    if not made:
+        share.abort()
+        return None, 0.0, 0.0, 0.0, 0
+    try:
+        share.finish()
+    except FarmError as err:
+        return (str(err).strip().splitlines() or ["failed"])[0], time.perf_counter() - t0, 0.0, 0.0, 0
+    except BaseException:
+        share.abort()
+        raise
+    return None, time.perf_counter() - t0, share.color_s, share.write_s, share.written
+
+
+class NodeShares:
+    """Rank 0's video sink on several nodes, in the master session's place for one
+    (farm/run/session.py): the workers' sinks follow the store themselves, so
+    ``frame_complete`` has nothing to do; ``finish`` (the render complete, the store not
+    yet compacted, the workers released) tells them to finish and joins their shares.
+    Otherwise they drop theirs when the ``with`` block is left: only then, since a render
+    that failed may not have released its workers yet (the master's caller does)."""
+
+    def __init__(self, comm, session: Session, shares: Shares):
+        self._comm, self._session, self._shares = comm, session, shares
+        self._told = False
+        self.color_s = self.write_s = 0.0
+        self.written = 0
+
+    def frame_complete(self, f: int) -> None:
+        pass
+
+    def _tell(self, made: bool) -> list:
+        self._told = True
+        transport.quiet_bcast(self._comm, made)
+        return transport.quiet_gather(self._comm, None) or []
+
+    def finish(self):
+        from pathlib import Path
+
+        from farm.encode import VideoSettings
+        from farm.run.mpi_encode import join_shares
+
+        job, video = self._session.job, self._session.video
+        assert job is not None and video is not None
+        reports = self._tell(True)
+        done = [r for r in reports[1:] if r is not None and not r[0]]
+        self.color_s = max((r[2] for r in done), default=0.0)  # the slowest node's
+        self.write_s = max((r[3] for r in done), default=0.0)
+        self.written = sum(r[4] for r in done)
+        return join_shares(self._shares, reports, VideoSettings.from_spec(job, Path(video)),
+                           self._session.options.progress, first_rank=1)
+
+    def abort(self) -> None:
+        pass  # at the with block's end
+
+    def __enter__(self) -> NodeShares:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._told:
+            self._tell(False)
+
+
+def _still(session: Session) -> None:
+    """Rank 0: a one-frame film's image, once its render is complete."""
     from pathlib import Path
 
-    from farm.encode import VideoSettings, record
-    from farm.run.mpi_encode import decline, lead
+    from farm.encode import VideoSettings, encode_video, record
 
-    if video_in_place(session):  # (the session has this job and video path)
-        decline(comm)
-        return
-    path = lead(comm, session.store_path, spec.color, VideoSettings.from_spec(spec, Path(video)),
-                progress=session.options.progress)
-    record.remember(session.store_path, path, spec)
+    assert session.job is not None and session.video is not None
+    path = encode_video(session.store_path, session.job.color,
+                        VideoSettings.from_spec(session.job, Path(session.video)),
+                        progress=session.options.progress)
+    record.remember(session.store_path, path, session.job)
     print(f"farm: wrote {path}", file=sys.stderr)
 
 

@@ -15,6 +15,15 @@ def launched_by_mpi() -> bool:
     return any(v in os.environ for v in MPI_LAUNCHER_VARS)
 
 
+def launcher_rank() -> int | None:
+    """This process's rank as its MPI launcher (or srun) numbered it, before MPI starts;
+    None when no launcher says."""
+    for var in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return None
+
+
 def usable_cores() -> int:
     """Cores this process may run on: its affinity (a Slurm allocation, taskset), else
     every core of the machine."""

@@ -1,0 +1,106 @@
+"""A video cut into shares of consecutive frames, one a rank, each coloured and encoded
+where that rank runs: what a share is, how the film is cut, and one share's encoder.
+
+The film is cut into segments of consecutive frames (:func:`farm.encode.segments.boundaries`)
+of about equal cost (:func:`frame_weights`: stored bytes; the deep end of a zoom costs
+more a frame than its start) in proportion to the cores each rank has (:func:`capacities`:
+a master and a worker sharing a node's cores get half each). A share's sink
+(:func:`share_sink`) colours its frames from the store (the colour statistics read the
+store too, so a share needs nothing from the others) into the segment's MPEG-TS stream
+beside the video, its timestamps starting where the segment starts
+(:func:`farm.encode.segments.segment_output`); joined by stream copy, the streams are
+one encoder's video. Every rank reads the store and writes beside the video, so both
+must be on a file system the ranks share.
+
+Who uses it: ``mpiexec -n N farm encode`` (farm/run/mpi_encode.py: every rank a share of a
+finished store) and a render on several nodes (farm/run/mpi.py: each worker rank's share
+made while the frames render, by a sink process that follows the store,
+farm/encode/process.py).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from farm.color import Style
+from farm.encode.audio import silent_path
+from farm.encode.ffmpeg import VideoSettings, choose_codec, even_size
+from farm.encode.segments import boundaries, segment_output, segment_path
+from farm.encode.sink import FrameSink
+from farm.spec import Color
+from farm.store.reader import Store
+
+
+@dataclass(frozen=True)
+class Shares:
+    """What every rank needs to encode its share (rank 0 makes it, the others get a copy)."""
+
+    store: str
+    color: Color
+    video: VideoSettings  # the (silent, where a soundtrack follows) video the segments make
+    codec: str
+    size: tuple[int, int]
+    cuts: list[int]  # segment k: frames cuts[k] .. cuts[k + 1] - 1
+
+    @property
+    def segments(self) -> int:
+        return len(self.cuts) - 1
+
+
+def cut(store: Store, store_path: str | os.PathLike[str], color: Color, video: VideoSettings,
+        capacity: list[float], weights: np.ndarray | None) -> Shares:
+    """The shares of ``store``'s video for ranks of these capacities (one a rank that
+    encodes, in order), the segments' sums of ``weights`` (one a frame, or None: equal
+    frames) in proportion to them. The video's settings and codec are fixed here, once,
+    so that the segments join."""
+    frames, size = store.frames, store.spec.size
+    silent = replace(video, path=silent_path(video.path), audio=None) if video.audio else video
+    return Shares(str(store_path), color, silent, choose_codec(video.codec, *even_size(*size)), size,
+                  boundaries(frames, len(capacity), video.fps, weights, capacity))
+
+
+def frame_weights(store: Store) -> np.ndarray | None:
+    """What each frame costs to colour and encode, about: its stored bytes (a frame of
+    fine detail compresses less, and x264 takes longer over it; the deep end of a zoom
+    is often twice the start). None where the store does not say (raw stores; an expmap
+    store's tiles are strips, not frames; a store still rendering): then equal shares."""
+    if store.expmap or "tiles/bytes" not in store.file:
+        return None
+    stored = np.asarray(store.file["tiles/bytes"][...], np.float64)
+    return stored.reshape(stored.shape[0], -1).sum(axis=1)
+
+
+def cores_here() -> tuple[str, frozenset[int]]:
+    """This rank's node (FARM_NODE, else the host) and the cores it may use."""
+    return (os.environ.get("FARM_NODE") or socket.gethostname(), frozenset(os.sched_getaffinity(0)))
+
+
+def capacities(ranks: list[tuple[str, frozenset[int]]]) -> list[float]:
+    """Each rank's share of its node's cores (``ranks``: :func:`cores_here` of each): a
+    core counts 1/n for each of the n ranks of the node that may use it (a master and a
+    worker on one node's cores get half each)."""
+    users: dict[tuple[str, int], int] = {}
+    for node, cores in ranks:
+        for core in cores:
+            users[node, core] = users.get((node, core), 0) + 1
+    return [sum(1 / users[node, core] for core in cores) for node, cores in ranks]
+
+
+def share_sink(shares: Shares, k: int, progress: bool = False) -> FrameSink:
+    """The sink of segment ``k``: it colours and encodes frames cuts[k] .. cuts[k+1] - 1
+    as they are told complete (every frame of their colouring windows too), into the
+    segment's stream (:func:`farm.encode.segments.segment_path`)."""
+    output = segment_output(shares.video, shares.codec, shares.size, shares.cuts, k)
+    frames = range(shares.cuts[k], shares.cuts[k + 1])
+    return FrameSink(shares.store, output, Style.from_settings(shares.color), shares.color.smoothing,
+                     frames, progress=progress)
+
+
+def segment_file(shares: Shares, k: int) -> Path:
+    """Where segment k's stream is written."""
+    return segment_path(Path(shares.video.path), k)
