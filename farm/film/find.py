@@ -22,8 +22,13 @@ kinds of target, each given to as many digits as the depth needs:
   such points lie a few of them per view; its reference is k + q steps long at any
   depth (farm/plan/references.py), so zooms into it are cheap however deep.
 
-Precision: every Newton step runs at the bits that resolve the scale it works at (the
-view's, then the minibrot's), plus 96.
+Precision: each search works at the bits that resolve the scale it works at (the
+view's, then the minibrot's), plus MARGIN_BITS, so a descent or a chain raises its
+precision only as it goes deeper. Within one Newton solve (farm/numerics/newton.py)
+the precision rises as Newton converges: told the scale where the roots lie and where
+its guess is known, the early iterations run at the bits that resolve the error they
+leave and only the last two at the full bits. Period and preperiod checks
+(lowest_return, preperiodic_orbit) run at the full bits.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from farm.plan.reference_types import Reference
 
 LOG2_10 = math.log2(10)
 MARGIN_BITS = 96  # beyond the scale a search works at
+GUESS_SLACK = 8  # a root Newton found at b bits is known to about b - 8 (its tolerance)
 MAX_PERIOD = 2_000_000  # the longest period a search scans for
 CHAIN_STEP = 2 / 3  # a chain's next view: this far (in log scale) towards the minibrot
 CHAIN_OFFSET = 0.25  # its next point: this many view widths from the nucleus ...
@@ -106,8 +112,8 @@ def minibrot(center: tuple[str, str], log2_view: float, say: Callable[[str], Non
             say(f"find: a minibrot of period {q} in the view of width {_sci(log2_view)}, "
                 f"width {_sci(width)}")
             if bits < bits_for(width):  # refine at the minibrot's own scale (Newton is close)
-                bits = bits_for(width)
-                c = per.nucleus(c, q, bits)
+                known, bits = bits, bits_for(width)
+                c = per.nucleus(c, q, bits, scale=log2_view, guess_bits=known - GUESS_SLACK)
                 if c is None:
                     raise UsageError(f"the nucleus of period {q} did not converge at {bits} bits")
                 width = _width(c, q, bits)
@@ -125,7 +131,7 @@ def _nucleus(center: tuple[str, str], p: int, bits: int, log2_view: float,
     the nucleus inside the disc) and of a period not ``tried`` yet; None otherwise."""
     guess = per.parse(center, bits)
     for divide in (True, False):
-        c = per.nucleus(guess, p, bits, divide=divide)
+        c = per.nucleus(guess, p, bits, divide=divide, scale=log2_view)
         if c is None or per.log2_abs(c - guess) > log2_view + NUCLEUS_VIEWS:
             continue
         q = per.lowest_return(c, p, bits)
@@ -171,8 +177,8 @@ def chain(start: tuple[str, str], log2_view: float, log2_depth: float,
 
 
 def misiurewicz(center: tuple[str, str], log2_view: float, say: Callable[[str], None],
-                periods: int = 4, other: tuple[int, int] | None = None
-                ) -> tuple[tuple[str, str], int, int]:
+                periods: int = 4, other: tuple[int, int] | None = None,
+                log2_found: float | None = None) -> tuple[tuple[str, str], int, int]:
     """A Misiurewicz point within the view of width 2^log2_view around ``center``: (its
     decimal strings, preperiod, period); the first that Newton's method finds from the
     centre, for cycle periods 1 .. ``periods`` and the preperiods at which such points
@@ -180,12 +186,15 @@ def misiurewicz(center: tuple[str, str], log2_view: float, say: Callable[[str], 
     itself a Misiurewicz point of that (preperiod, period), a root for many of these:
     it is refined to the view's precision, Newton starts 2^-8 of the view from it with
     it divided out (period.misiurewicz, other_than), and points nearer than 2^-10 of
-    the view are passed over."""
+    the view are passed over; ``log2_found``: the view it was found in (its digits
+    resolve that: Newton refines it from there, newton.py)."""
     bits = bits_for(log2_view)
     c0 = per.parse(center, bits)
     nearest = -math.inf
     if other:
-        c0 = per.misiurewicz(c0, *other, bits) or c0
+        known = log2_view if log2_found is None else log2_found
+        c0 = per.misiurewicz(c0, *other, bits, scale=known,
+                             guess_bits=bits_for(known) - GUESS_SLACK) or c0
         center = (point := per.point(c0, bits)).re, point.im
         nearest = log2_view - 10
     ks = _preperiods(center, log2_view)
@@ -194,7 +203,8 @@ def misiurewicz(center: tuple[str, str], log2_view: float, say: Callable[[str], 
             center, math.cos(angle), math.sin(angle), math.floor(log2_view) - 8, bits), bits)
         for q in range(1, periods + 1):
             for k in ks:
-                c = per.misiurewicz(guess, k, q, bits, other_than=c0 if other else None)
+                c = per.misiurewicz(guess, k, q, bits, other_than=c0 if other else None,
+                                    scale=log2_view)
                 if c is None or not nearest < per.log2_abs(c - c0) <= log2_view:
                     continue
                 found = _cycle(c, q, k, bits)
@@ -236,7 +246,7 @@ def descend(start: tuple[str, str], log2_view: float, log2_depth: float,
         for _ in range(DESCENT_TRIES):
             nxt = max(view + step, log2_depth)
             try:
-                center, k, q = misiurewicz(center, nxt, say, other=(k, q))
+                center, k, q = misiurewicz(center, nxt, say, other=(k, q), log2_found=view)
                 break
             except UsageError:
                 step /= 2  # ... or less where Newton finds nothing there
@@ -285,11 +295,13 @@ def find(start: tuple[str, str], log2_view: float, log2_depth: float, chained: b
     deep = log2_depth < log2_view - 8
     if misi:
         down = log2_depth if log2_structure is None else max(log2_structure, log2_depth)
+        known = down if down < log2_view - 8 else log2_view  # the view the point is found in
         center, k, q = (descend(start, log2_view, down, say) if down < log2_view - 8
                         else misiurewicz(start, log2_view, say))
         if down > log2_depth:  # to the depth's digits: Newton from the point found
             bits = bits_for(log2_depth)
-            c = per.misiurewicz(per.parse(center, bits), k, q, bits)
+            c = per.misiurewicz(per.parse(center, bits), k, q, bits, scale=known,
+                                guess_bits=bits_for(known) - GUESS_SLACK)
             got = None if c is None else per.preperiodic_orbit(c, q, bits, k + q)
             if c is None or got is None or got[1] != k:
                 raise UsageError(f"the Misiurewicz point did not converge at {bits} bits")

@@ -3,15 +3,31 @@ z_p(c) = 0, lower periods divided out), Misiurewicz points (roots of z_{k+q}(c) 
 z_k(c)), and the lowest return of a nucleus' orbit (which period it has). z and its
 derivative dz/dc step together, on two threads at great depths
 (mpfr_threads.NewtonOrbiter: six products a step, three a thread).
+
+Precision within one solve: Newton converges quadratically, so an iteration need only
+resolve the error it leaves, not the root's final bits. Given ``scale`` (log2 of the
+distance at which other roots lie, such as the width of the view the guess was found
+in: an iterate's error e becomes about e^2 / 2^scale) and ``guess_bits`` (where the
+guess is known), each iteration runs at the bits that resolve the error it is
+expected to leave, plus NEWTON_MARGIN (_Precision); the last two, the one that reaches
+the requested bits and the one whose step shows it did, run at full precision, so a
+solve from a guess of half the bits costs about two full-precision iterations and a
+few cheaper ones, however many it takes. Without ``scale`` every iteration runs at
+full precision. A solve decides nothing below full precision: a zero or a failed step
+there goes on at full precision.
 """
 
 from __future__ import annotations
+
+import math
 
 import gmpy2
 from gmpy2 import mpc, mpfr
 
 from farm.numerics import mpfr_threads
-from farm.numerics.mpfr_points import hex_text, precision
+from farm.numerics.mpfr_points import hex_text, log2_abs, precision
+
+NEWTON_MARGIN = 32  # bits an iteration below full precision runs at beyond the step it expects
 
 
 class _GmpyNewton:
@@ -66,58 +82,126 @@ def _newton_orbiter(c: mpc, bits: int) -> _GmpyNewton | _ThreadedNewton:
     return _GmpyNewton(c, bits)
 
 
-def nucleus(guess: mpc, period: int, bits: int, max_steps: int = 64, divide: bool = True
-            ) -> mpc | None:
+class _Precision:
+    """The bits each Newton iteration runs at (see the module docstring). An iteration
+    whose step is s leaves an error of about s^2 / 2^scale (quadratic convergence at
+    the scale where roots lie), which its rounding must not exceed: it runs at the bits
+    that resolve that error, predicted from the step before (or, for the first, from
+    ``guess_bits``, where the guess is known: its error about 2^-guess_bits), plus
+    NEWTON_MARGIN; never lower than the iteration before, never above ``bits``; all at
+    ``bits`` without ``scale``."""
+
+    def __init__(self, bits: int, scale: float | None, guess_bits: int | None):
+        self.full, self.scale = bits, math.inf if scale is None else scale
+        if scale is None:
+            self.bits = bits
+        else:
+            error = -guess_bits if guess_bits is not None else scale
+            self.bits = min(bits, max(64, self._resolving(self._after(error))))
+
+    def _after(self, log2_step: float) -> float:
+        """log2 of the step (the error) that follows a step of 2^log2_step."""
+        return min(log2_step, 2 * log2_step - self.scale)
+
+    def _resolving(self, log2_error: float) -> int:
+        return math.ceil(-log2_error) + NEWTON_MARGIN
+
+    @property
+    def at_full(self) -> bool:
+        return self.bits >= self.full
+
+    def raise_to_full(self) -> None:
+        self.bits = self.full
+
+    def after(self, step: mpc) -> None:
+        """The bits of the iteration after one that stepped by ``step``: its own step
+        is about the error this one left, and it must resolve the error it leaves."""
+        if self.at_full:
+            return
+        s = log2_abs(step)
+        if s == -math.inf:  # no step at these bits: the root to them; the rest at full
+            self.bits = self.full
+            return
+        need = self._resolving(self._after(self._after(s)))
+        self.bits = min(self.full, max(self.bits, need))
+
+
+def _bad(x: mpc) -> bool:
+    return x == 0 or not gmpy2.is_finite(x.real) or not gmpy2.is_finite(x.imag)
+
+
+def nucleus(guess: mpc, period: int, bits: int, max_steps: int = 64, divide: bool = True,
+            scale: float | None = None, guess_bits: int | None = None) -> mpc | None:
     """A nucleus of exact period ``period`` (z_p(c) = 0, z_k(c) != 0 for k < p) that
     Newton's method reaches from ``guess``, to ``bits`` bits, or None when it does not
     converge. Roots of lower periods k | p are divided out (Newton runs on
     z_p / prod z_k), so that a satellite of period p next to a nucleus of period k
     is found, not that nucleus; ``divide`` False runs plain Newton on z_p (a root of
-    any period dividing p: lowest_return tells which)."""
+    any period dividing p: lowest_return tells which). ``scale``, ``guess_bits``: the
+    precision of the iterations before the last (module docstring)."""
     divisors = {k for k in range(1, period) if period % k == 0} if divide else set()
+    prec = _Precision(bits, scale, guess_bits)
     with precision(bits):
         c = +guess
         tol = mpfr(2) ** (-bits + 8)
-        for _ in range(max_steps):
-            run = _newton_orbiter(c, bits)
+    for _ in range(max_steps):
+        p = prec.bits
+        with precision(p):
+            run = _newton_orbiter(+c, p)
             lower = mpc(0)  # sum of dz_k / z_k over the divisors k
+            zero = False
             try:
                 for k in range(1, period + 1):
                     run.step()
                     if k in divisors:
                         z = run.value()
                         if z == 0:
-                            return None
+                            zero = True
+                            break
                         lower += run.derivative() / z
                 z, dz = run.value(), run.derivative()
             finally:
                 run.close()
-            if z == 0:
-                return c
-            slope = dz / z - lower  # (log h)' for h = z_p / prod z_k
-            if slope == 0 or not gmpy2.is_finite(slope.real) or not gmpy2.is_finite(slope.imag):
-                return None
+            if not zero and z != 0:
+                slope = dz / z - lower  # (log h)' for h = z_p / prod z_k
+        if not prec.at_full and (zero or z == 0 or _bad(slope)):
+            prec.raise_to_full()  # decided at full precision only
+            continue
+        if zero:
+            return None
+        if z == 0:
+            return c
+        if _bad(slope):
+            return None
+        with precision(p):
             step = 1 / slope
+        with precision(bits):
             c = c - step
-            if abs(step) <= tol * max(abs(c), mpfr(1)):
+            if prec.at_full and abs(step) <= tol * max(abs(c), mpfr(1)):
                 return c
+        prec.after(step)
     return None
 
 
 def misiurewicz(guess: mpc, preperiod: int, period: int, bits: int, max_steps: int = 64,
-                other_than: mpc | None = None) -> mpc | None:
+                other_than: mpc | None = None, scale: float | None = None,
+                guess_bits: int | None = None) -> mpc | None:
     """A Misiurewicz point c, z_{k+p}(c) = z_k(c) for k = ``preperiod`` and p =
     ``period``, that Newton's method reaches from ``guess`` (c <- c - g / g' with g =
     z_{k+p} - z_k), to ``bits`` bits, or None when it does not converge. Points of a
     lower preperiod (and nuclei of periods dividing p) are roots too: the caller checks
     the orbit it gets (preperiodic_orbit). ``other_than``: a root to
     divide out (Newton on g / (c - r): deflation), so that Newton started near a
-    known point finds another."""
+    known point finds another. ``scale``, ``guess_bits``: the precision of the
+    iterations before the last (module docstring)."""
+    prec = _Precision(bits, scale, guess_bits)
     with precision(bits):
         c = +guess
         tol = mpfr(2) ** (-bits + 8)
-        for _ in range(max_steps):
-            run = _newton_orbiter(c, bits)
+    for _ in range(max_steps):
+        p = prec.bits
+        with precision(p):
+            run = _newton_orbiter(+c, p)
             zk = dzk = mpc(0)
             try:
                 for n in range(1, preperiod + period + 1):
@@ -130,12 +214,18 @@ def misiurewicz(guess: mpc, preperiod: int, period: int, bits: int, max_steps: i
             g, slope = z - zk, dz - dzk
             if other_than is not None:
                 slope = slope - g / (c - other_than)  # (g / (c - r))' (c - r)
-            if slope == 0 or not gmpy2.is_finite(slope.real) or not gmpy2.is_finite(slope.imag):
-                return None
+        if _bad(slope):
+            if not prec.at_full:
+                prec.raise_to_full()  # decided at full precision only
+                continue
+            return None
+        with precision(p):
             step = g / slope
+        with precision(bits):
             c = c - step
-            if abs(step) <= tol * max(abs(c), mpfr(1)):
+            if prec.at_full and abs(step) <= tol * max(abs(c), mpfr(1)):
                 return c
+        prec.after(step)
     return None
 
 
