@@ -14,11 +14,14 @@ its preperiod and one period.
 from __future__ import annotations
 
 import collections
+import os
+import sys
 from collections.abc import Callable
 
 import gmpy2
 from gmpy2 import mpc, mpfr
 
+from farm.errors import DeviceError, UsageError
 from farm.numerics import mpfr_threads
 from farm.numerics.mpfr_points import hex_text, log2_abs, precision
 from farm.numerics.orbit import TINY_LOG2, Derivative, Orbit, Recorder, pair
@@ -161,11 +164,27 @@ def restart(c: mpc, bits: int, saved: object) -> Orbiter:
     return orbiter(c, bits, saved)
 
 
+GPU_ORBIT_BITS = 20_000  # from this precision up, orbit() runs on a GPU where there is one
+ENGINE_VARIABLE = "FARM_ORBIT_ENGINE"  # auto | gpu | cpu (docs/reference-cli.md)
+
+
 def orbit(c: mpc, bits: int, steps: int, r2: float, progress: Callable[[int], None] | None = None
           ) -> Orbit:
     """Z(0) = 0 .. Z(L-1) of c at ``bits`` bits, rounded as farm/numerics/orbit.py keeps
     them: L - 1 = steps, or the last n before |Z(n)|^2 > r2 when c escapes sooner.
-    ``progress(n)`` is called every 4096 steps."""
+    ``progress(n)`` is called every 4096 steps.
+
+    On a GPU from GPU_ORBIT_BITS up (farm/numerics/gpu_orbit.py), else on this host
+    (:func:`orbiter`); FARM_ORBIT_ENGINE=gpu takes the device engine at any precision
+    and on any OpenCL device (PoCL's CPU device too; its failures are errors), =cpu
+    never. Where the device engine fails, the host computes the orbit, saying why once."""
+    engine = os.environ.get(ENGINE_VARIABLE, "auto").strip().lower() or "auto"
+    if engine not in ("auto", "gpu", "cpu"):
+        raise UsageError(f"{ENGINE_VARIABLE} must be auto, gpu or cpu, not {engine!r}")
+    if engine == "gpu" or (engine == "auto" and bits >= GPU_ORBIT_BITS):
+        got = _device_orbit(c, bits, steps, r2, progress, forced=engine == "gpu")
+        if got is not None:
+            return got
     rec = Recorder()
     run = orbiter(c, bits)
     try:
@@ -180,6 +199,32 @@ def orbit(c: mpc, bits: int, steps: int, r2: float, progress: Callable[[int], No
     finally:
         run.close()
     return rec.orbit()
+
+
+_said: set[str] = set()
+
+
+def _device_orbit(c: mpc, bits: int, steps: int, r2: float, progress: Callable[[int], None] | None,
+                  forced: bool) -> Orbit | None:
+    """The orbit by farm/numerics/gpu_orbit.py on the first GPU (on the first OpenCL
+    device when ``forced``), or None: no GPU, or a failure (one line on stderr, once a
+    reason; raised when ``forced``)."""
+    try:
+        from farm.numerics import gpu_orbit
+
+        found = gpu_orbit.devices(gpus_only=not forced)
+        if not found:
+            if forced:
+                raise gpu_orbit.Unavailable("no OpenCL device")
+            return None
+        return gpu_orbit.orbit(c, bits, steps, r2, progress, found[0])
+    except (ImportError, DeviceError) as err:
+        if forced:
+            raise
+        if str(err) not in _said:
+            _said.add(str(err))
+            print(f"farm: warning: reference orbit on the CPU: {err}", file=sys.stderr, flush=True)
+        return None
 
 
 def preperiodic_orbit(c: mpc, period: int, bits: int, steps: int) -> tuple[Orbit, int] | None:
