@@ -6,9 +6,10 @@ fixed-point digits and the transforms' bounds exactly; and orbit()'s choice of e
 (FARM_ORBIT_ENGINE, the fall-back when there is no device or the device fails).
 
 The device tests run on every OpenCL device (the ``cl_device`` fixture: PoCL's CPU
-device here, the GPU too on a GPU machine); PoCL takes 1-3 ms a step at 33k-100k bits
-and 20-30 ms at 333k bits, so the orbits are thousands of steps long at 33k and 100k
-bits and 300 at 333k (slow).
+device here, the GPU too on a GPU machine); PoCL takes 1-3 ms a step at 33k bits, 7-20 ms
+at 100k and 20-90 ms at 333k on the 2-core machine (as loaded), so the orbits are
+thousands of steps long at 33k bits, hundreds at 100k (thousands: slow) and 300 at 333k
+(slow).
 """
 
 from __future__ import annotations
@@ -116,14 +117,17 @@ def test_device_points_become_orbit_points_as_pair_makes_them():
 
 # --------------------------------------------------------------- the device against MPFR
 
-@pytest.mark.parametrize("bits, im, steps", [(33_300, "0.001", 4000), (100_000, "0.002", 2000)])
+@pytest.mark.parametrize("bits, im, steps", [
+    (33_300, "0.001", 4000), (100_000, "0.01", 400),
+    pytest.param(100_000, "0.002", 2000, marks=pytest.mark.slow)])
 def test_orbits_near_the_set_agree_with_mpfr_and_escape_at_the_same_step(cl_device, monkeypatch,
                                                                          bits, im, steps):
-    """Thousands of steps spiralling near -0.75 before the escape (about pi / im)."""
+    """Hundreds to thousands of steps spiralling near -0.75 before the escape (about
+    pi / im)."""
     c = seahorse_edge(im, bits)
     want = host_orbit(c, bits, steps, 4.0, monkeypatch)
     got = gpu_orbit.orbit(c, bits, steps, 4.0, device=cl_device[1])
-    assert 1000 < len(want) < steps  # it escaped, after a long orbit
+    assert steps // 2 < len(want) < steps  # it escaped, after a long orbit
     same = compare(got, want)
     assert same >= len(want) - len(want) // 1000, f"{same} of {len(want)} identical"
 
