@@ -69,12 +69,10 @@ class SinkProcess:
         self._send(json.dumps({"store": str(store_path), "spec": spec_text, "video": str(video)}))
         return self
 
-    def follow_share(self, shares: Shares, k: int) -> SinkProcess:
-        """Colour and encode segment ``k`` of ``shares`` as the store's frames complete."""
-        from farm.encode.shares import segment_file
-
-        self._video = segment_file(shares, k)
-        self._send(json.dumps({"share": base64.b64encode(pickle.dumps((shares, k))).decode()}))
+    def follow_share(self, shares: Shares, r: int) -> SinkProcess:
+        """Colour and encode the segments of ``shares`` that the r-th encoding rank
+        makes, as the store's frames complete."""
+        self._send(json.dumps({"share": base64.b64encode(pickle.dumps((shares, r))).decode()}))
         return self
 
     def _send(self, line: str) -> None:
@@ -136,10 +134,10 @@ def _serve(stdin: IO[str], stdout: IO[str]) -> int:
     job = json.loads(first)
     follower = None
     if "share" in job:
-        from farm.encode.shares import share_sink
+        from farm.encode.shares import ShareGroup
 
-        shares, k = pickle.loads(base64.b64decode(job["share"]))  # from the parent, a farm
-        sink = share_sink(shares, k)
+        shares, r = pickle.loads(base64.b64decode(job["share"]))  # from the parent, a farm
+        sink = ShareGroup(shares, r)
         follower = StoreFollower(shares.store, sink.frame_complete)
     else:
         spec = specmod.parse_text(job["spec"])

@@ -46,22 +46,31 @@ class Shares:
     codec: str
     size: tuple[int, int]
     cuts: list[int]  # segment k: frames cuts[k] .. cuts[k + 1] - 1
+    owners: list[int]  # segment k is encoded by the owners[k]-th of the ranks that encode
 
     @property
     def segments(self) -> int:
         return len(self.cuts) - 1
 
+    def owned(self, r: int) -> list[int]:
+        """The segments the r-th encoding rank makes, in order."""
+        return [k for k, owner in enumerate(self.owners) if owner == r]
+
 
 def cut(store: Store, store_path: str | os.PathLike[str], color: Color, video: VideoSettings,
-        capacity: list[float], weights: np.ndarray | None) -> Shares:
+        capacity: list[float], weights: np.ndarray | None, rounds: int = 1) -> Shares:
     """The shares of ``store``'s video for ranks of these capacities (one a rank that
-    encodes, in order), the segments' sums of ``weights`` (one a frame, or None: equal
-    frames) in proportion to them. The video's settings and codec are fixed here, once,
-    so that the segments join."""
+    encodes, in order): ``rounds`` segments each, dealt in turn (rank 0 the first, rank 1
+    the second, ...), each segment's sum of ``weights`` (one a frame, or None: equal
+    frames) in proportion to its rank's capacity. Where what a frame costs is not known
+    (a render that has not begun), segments dealt in rounds give every rank frames from
+    the whole film, its costly and its cheap parts. The video's settings and codec are
+    fixed here, once, so that the segments join."""
     frames, size = store.frames, store.spec.size
     silent = replace(video, path=silent_path(video.path), audio=None) if video.audio else video
+    cuts = boundaries(frames, len(capacity) * rounds, video.fps, weights, list(capacity) * rounds)
     return Shares(str(store_path), color, silent, choose_codec(video.codec, *even_size(*size)), size,
-                  boundaries(frames, len(capacity), video.fps, weights, capacity))
+                  cuts, [k % len(capacity) for k in range(len(cuts) - 1)])
 
 
 def frame_weights(store: Store) -> np.ndarray | None:
@@ -99,6 +108,47 @@ def share_sink(shares: Shares, k: int, progress: bool = False) -> FrameSink:
     frames = range(shares.cuts[k], shares.cuts[k + 1])
     return FrameSink(shares.store, output, Style.from_settings(shares.color), shares.color.smoothing,
                      frames, progress=progress)
+
+
+class ShareGroup:
+    """The sinks of the segments the r-th encoding rank makes, with one sink's interface:
+    ``frame_complete`` tells each; ``finish`` waits for all (the first segment's path);
+    ``abort`` stops all and removes their streams, those already complete too. Their
+    encoders run at once (several x264s of a few threads each use a node's cores better
+    than one of many)."""
+
+    def __init__(self, shares: Shares, r: int, progress: bool = False):
+        self.paths = [segment_file(shares, k) for k in shares.owned(r)]
+        self.sinks: list[FrameSink] = []
+        try:
+            for k in shares.owned(r):
+                self.sinks.append(share_sink(shares, k, progress))
+        except BaseException:
+            self.abort()
+            raise
+        self.color_s = self.write_s = 0.0
+        self.written = 0
+
+    def frame_complete(self, f: int) -> None:
+        for sink in self.sinks:
+            sink.frame_complete(f)
+
+    def finish(self) -> Path:
+        try:
+            paths = [sink.finish() for sink in self.sinks]
+        except BaseException:
+            self.abort()
+            raise
+        self.color_s = sum(s.color_s for s in self.sinks)
+        self.write_s = sum(s.write_s for s in self.sinks)
+        self.written = sum(s.written for s in self.sinks)
+        return paths[0]
+
+    def abort(self) -> None:
+        for sink in self.sinks:
+            sink.abort()
+        for path in self.paths:
+            path.unlink(missing_ok=True)
 
 
 def segment_file(shares: Shares, k: int) -> Path:

@@ -24,17 +24,6 @@ from farm.errors import DeviceError, FarmError, UsageError
 from farm.plan import Plan
 from farm.plan.reference_pack import pack, unpack
 from farm.plan.reference_types import References
-from farm.runtime.timeline import MasterTiming
-from farm.schedule import transport
-from farm.schedule.master import STOP_SIGNALS
-from farm.schedule.packer import Packer, pack_threads
-from farm.schedule.worker import run_worker
-from farm.store.codec import Codec
-from farm.store.lock import StoreLock
-
-if TYPE_CHECKING:
-    from farm.encode.process import SinkProcess
-    from farm.encode.shares import Shares
 from farm.run.prepare import prepare_store, prepass_device
 from farm.run.session import (
     RenderOptions,
@@ -46,6 +35,19 @@ from farm.run.session import (
     spawn_sink,
     video_in_place,
 )
+from farm.runtime.timeline import MasterTiming
+from farm.schedule import transport
+from farm.schedule.master import STOP_SIGNALS
+from farm.schedule.packer import Packer, pack_threads
+from farm.schedule.worker import run_worker
+from farm.store.codec import Codec
+from farm.store.lock import StoreLock
+
+if TYPE_CHECKING:
+    from farm.encode.process import SinkProcess
+    from farm.encode.shares import Shares
+
+SHARE_ROUNDS = 3  # segments of the video a worker rank makes (dealt in turn), on several nodes
 
 
 def _bcast_references(comm, refs: References | None) -> References | None:
@@ -163,10 +165,11 @@ def _worker_rank(comm, video_comm, share: SinkProcess | None, bound, local_worke
 
 
 def _share_out(comm, session: Session, in_place: bool) -> Shares | None:
-    """Rank 0, the store prepared: cut the video into a share for each worker rank (of
-    equal frames for their cores: what a frame will cost is not known yet) and send them
-    out. None, and the workers' sinks go home, where the video is in place already or the
-    film is a still."""
+    """Rank 0, the store prepared: cut the video into shares for the worker ranks and
+    send them out. What a frame will cost is not known yet (the deep end of a zoom often
+    twice the start), so each rank gets SHARE_ROUNDS segments from all over the film, of
+    equal frames for its cores (farm/encode/shares.py, cut). None, and the workers'
+    sinks go home, where the video is in place already or the film is a still."""
     from farm.encode import VideoSettings
     from farm.encode.shares import capacities, cores_here, cut
     from farm.store.reader import Store
@@ -179,7 +182,7 @@ def _share_out(comm, session: Session, in_place: bool) -> Shares | None:
             with Store(session.store_path) as store:
                 shares = cut(store, session.store_path, session.job.color,
                              VideoSettings.from_spec(session.job, session.video),
-                             capacities(ranks[1:]), None)
+                             capacities(ranks[1:]), None, rounds=SHARE_ROUNDS)
     finally:
         transport.quiet_bcast(comm, shares)
     return shares
@@ -191,10 +194,10 @@ def _share_in(comm, share: SinkProcess | None) -> Shares | None:
 
     transport.quiet_gather(comm, cores_here())
     shares = transport.quiet_bcast(comm)
-    k = comm.Get_rank() - 1
-    if shares is None or share is None or k >= shares.segments:
+    r = comm.Get_rank() - 1
+    if shares is None or share is None or not shares.owned(r):
         return None
-    share.follow_share(shares, k)
+    share.follow_share(shares, r)
     return shares
 
 

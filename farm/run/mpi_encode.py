@@ -29,7 +29,7 @@ from farm.encode import check_complete, check_video
 from farm.encode.audio import mux
 from farm.encode.ffmpeg import EncodeError, VideoSettings
 from farm.encode.segments import join
-from farm.encode.shares import Shares, capacities, cores_here, cut, frame_weights, segment_file, share_sink
+from farm.encode.shares import ShareGroup, Shares, capacities, cores_here, cut, frame_weights, segment_file
 from farm.runtime.media import track_seconds
 from farm.schedule.transport import quiet_bcast, quiet_gather
 from farm.spec import Color
@@ -63,17 +63,19 @@ def lead(comm, store_path: str | os.PathLike[str], color: Color, video: VideoSet
 
 def join_shares(shares: Shares, reports: list[tuple], video: VideoSettings,
                 progress: bool, first_rank: int = 0) -> Path:
-    """Rank 0, every share's report in (rank ``first_rank + k`` made segment k; a report
-    opens with None or why it failed, then the seconds it took): join the segments by
-    stream copy and mux the soundtrack; or, where a share failed, remove them all and say
-    which rank failed and why."""
+    """Rank 0, every rank's report in (rank ``first_rank + r`` made the segments
+    ``shares.owned(r)``; a report opens with None or why it failed, then the seconds it
+    took): join the segments by stream copy and mux the soundtrack; or, where a share
+    failed, remove them all and say which rank failed and why."""
     parts = [segment_file(shares, k) for k in range(shares.segments)]
-    reports = reports[first_rank:first_rank + shares.segments]
-    failed = [(first_rank + k, r[0]) for k, r in enumerate(reports) if r[0]]
+    mine = [(first_rank + r, shares.owned(r), report) for r, report in enumerate(reports[first_rank:])
+            if shares.owned(r)]
+    failed = [(rank, report[0]) for rank, _, report in mine if report[0]]
     if progress and not failed:
         print("farm: video shares: " + ", ".join(
-            f"rank {first_rank + k} frames {shares.cuts[k]}-{shares.cuts[k + 1] - 1} in {r[1]:.1f} s"
-            for k, r in enumerate(reports)), file=sys.stderr)
+            f"rank {rank} {sum(shares.cuts[k + 1] - shares.cuts[k] for k in owned)} frames"
+            f"{_frames_text(shares, owned)} in {report[1]:.1f} s"
+            for rank, owned, report in mine), file=sys.stderr)
     if failed:
         _remove(parts)
         rank, why = failed[0]
@@ -86,6 +88,13 @@ def join_shares(shares: Shares, reports: list[tuple], video: VideoSettings,
                    track_seconds(video.audio))
     finally:
         _remove([joined])
+
+
+def _frames_text(shares: Shares, owned: list[int]) -> str:
+    """" (frames a-b)" for a rank of one segment, "" for several."""
+    if len(owned) != 1:
+        return ""
+    return f" ({shares.cuts[owned[0]]}-{shares.cuts[owned[0] + 1] - 1})"
 
 
 def decline(comm) -> None:
@@ -108,10 +117,10 @@ def _encode_share(shares: Shares, rank: int, progress: bool) -> tuple[str | None
     """Encode segment ``rank`` (nothing where the film has fewer segments than ranks):
     None or why it failed (one line), and the seconds it took."""
     t0 = time.perf_counter()
-    if rank >= shares.segments:
+    if not shares.owned(rank):
         return None, 0.0
     try:
-        sink = share_sink(shares, rank, progress)
+        sink = ShareGroup(shares, rank, progress)
         try:
             for f in range(shares.cuts[-1]):  # the store is complete: every frame, for the
                 sink.frame_complete(f)         # colour statistics' window too
