@@ -29,8 +29,9 @@ run):
     python benchmarks/depth.py --find-only --size 1920x1080 --out out/depthjobs   # CPU machine
     python3 benchmarks/depth.py --only 10k,10k,10k-deep,100k,zoom-10k --out out/depthjobs  # GPU
 
-``--orbits [ROUNDS]``: one step of a reference orbit, z <- z^2 + c, at 10k, 30k and 100k
-digits, by engine, the best of ROUNDS runs (default 6; the load average is printed):
+``--orbits [ROUNDS]``: one step of a reference orbit, z <- z^2 + c, at 10k, 30k, 100k and
+300k digits (33k, 100k, 333k and 1M bits), by engine, the best of ROUNDS runs (default 6;
+the load average is printed):
 
   gmpy2 x^2-y^2      gmpy2, one thread, x' = x^2 - y^2 + cr, y' = 2xy + ci (three
                      products: the farm's form before issue 23)
@@ -39,6 +40,10 @@ digits, by engine, the best of ROUNDS runs (default 6; the load average is print
                      at once (ThreadedOrbiter: ctypes releases the GIL, gmpy2 does not)
   2 processes        gmpy2, x y in a second process, numbers through a pipe
   flint arb 1/2 thr  python-flint's arb (if installed), ctx.threads 1 and 2
+  OpenCL NTT         farm/numerics/gpu_orbit.py on the first GPU, else the first OpenCL
+                     device (PoCL's CPU device: slow), named above the table; steps in
+                     batches as orbiters.orbit() runs them, points read back and
+                     checked, start-up (kernel build, first batch) not counted
 
 The point is inside the main cardioid with random digits to full length (an orbit
 that neither escapes nor has short numbers).
@@ -219,6 +224,24 @@ def flint_arb(threads):
     return run
 
 
+def device_orbit(device):
+    def run(c, bits, steps):
+        from farm.numerics import gpu_orbit
+        from farm.numerics import period as per
+
+        gpu = device.type & 4  # CL_DEVICE_TYPE_GPU
+        steps = 4 * gpu_orbit.BATCH if gpu else min(steps, 64)
+        o = gpu_orbit.DeviceOrbit(per.parse(c, bits), bits, device=device)
+        try:
+            o.run(gpu_orbit.BATCH if gpu else 8)  # builds and first launches
+            t = time.perf_counter()
+            o.run(steps)
+            return (time.perf_counter() - t) / steps
+        finally:
+            o.close()
+    return run
+
+
 def engines() -> dict:
     """The engines of the --orbits table (see the module's docstring)."""
     from farm.numerics import mpfr_threads
@@ -235,6 +258,15 @@ def engines() -> dict:
         found["flint arb 2 thr"] = flint_arb(2)
     except ImportError:
         pass
+    try:
+        from farm.numerics import gpu_orbit
+
+        devices = gpu_orbit.devices(gpus_only=False)
+    except ImportError:
+        devices = []
+    if devices:
+        print(f"OpenCL NTT on {devices[0].name.strip()} ({devices[0].platform.name.strip()})")
+        found["OpenCL NTT"] = device_orbit(devices[0])
     return found
 
 
@@ -245,7 +277,7 @@ def orbits(rounds: int) -> None:
     found = engines()
     print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}; best of {rounds}")
     print("digits  bits    " + "".join(f"{k:>20s}" for k in found))
-    for digits in (10_000, 30_000, 100_000):
+    for digits in (10_000, 30_000, 100_000, 300_000):
         c, bits = centre(digits), int(digits * 3.3219) + 64
         best = dict.fromkeys(found, float("inf"))
         for _ in range(rounds):
