@@ -21,7 +21,8 @@
  *                     coefficients of x^2 - y^2 and 2xy as signed longs (|.| < P/2)
  *   normalise         mid + c -> digits: the coefficients plus c's digits shifted up
  *                     by F, split into balanced digits by two local carry passes (digit
- *                     k from coefficients k..k-3 alone), the NF lowest dropped
+ *                     k from coefficients k..k-3 alone), the NF lowest dropped; the
+ *                     index of x's and y's highest nonzero digit (tops)
  *   point             digits -> points[state[COUNT] - base]: x and y rounded to 53
  *                     bits (correctly: a 4-digit window at the top nonzero digit, the
  *                     digits below as sticky), as signed mantissa integers m (|m| in
@@ -33,8 +34,8 @@
  * R_ITEMS and C_ITEMS (work-group sizes of the column and row kernels, at most R/2, C/2).
  * Buffers: digits long[2*ND] (x then y), cdig long[2*ND] (cr then ci), mid
  * ulong[2*R*C] (number, row, column), tw ulong[L] (w^k, w a primitive L-th root of
- * unity mod P), state int[2] (STOPPED, COUNT), points: mant long[2*BATCH] and exps
- * int[2*BATCH] (x, y of each point). No extension is needed (no double arithmetic).
+ * unity mod P), state int[2] (STOPPED, COUNT), tops int[2] (-1 between steps), points:
+ * mant long[2*batch] and exps int[2*batch] (x, y of each point). No extension is needed (no double arithmetic).
  */
 
 #define P 0xFFFFFFFF00000001UL
@@ -228,20 +229,32 @@ inline long first_pass(__global const long *coef, __global const long *cdig, int
     return t;
 }
 
-/* Work-item k < ND: digit NF + k of x^2 - y^2 + cr and of 2xy + ci, the new x and y. */
+/* The balanced digit at j from the first pass's sums at j and j - 1. */
+inline long second_pass(long t, long below)
+{
+    long low = low_digit(below);
+    return low_digit(t) + ((below - low) >> B);
+}
+
+/* Work-item k < ND: digit NF + k of x^2 - y^2 + cr and of 2xy + ci, the new x and y.
+ * tops[0], tops[1] (-1 before) become the indices of their highest nonzero digits: a
+ * work-item whose digit is nonzero and the one above it zero (or the top) takes part
+ * in an atomic maximum (few do: no reduction, no barrier). */
 __kernel void normalise(__global const long *mid, __global const long *cdig,
-                        __global long *digits, __global const int *state)
+                        __global long *digits, __global int *tops, __global const int *state)
 {
     int k = get_global_id(0);
     if (state[STOPPED] || k >= ND)
         return;
     for (int num = 0; num < 2; num++) {
         __global const long *coef = mid + num * L;
+        __global const long *c = cdig + num * ND;
         int j = NF + k;
-        long t = first_pass(coef, cdig + num * ND, j);
-        long below = first_pass(coef, cdig + num * ND, j - 1);
-        long low = low_digit(below);
-        digits[num * ND + k] = low_digit(t) + ((below - low) >> B);
+        long t = first_pass(coef, c, j);
+        long d = second_pass(t, first_pass(coef, c, j - 1));
+        digits[num * ND + k] = d;
+        if (d && (k == ND - 1 || !second_pass(first_pass(coef, c, j + 1), t)))
+            atomic_max(&tops[num], k);
     }
 }
 
@@ -272,55 +285,42 @@ inline void round_number(__global const long *d, int m, long *mant, int *e)
         hi += (v < 0 ? ~0UL : 0) + (sum < lo ? 1 : 0);
         lo = sum;
     }
-    int tail = sign_below(d, m - 4);  /* the rest, below W's last bit: |rest| < 0.51 */
     int negative = (long)hi < 0;
     if (negative) {
         lo = ~lo + 1;
         hi = ~hi + (lo == 0 ? 1 : 0);
-        tail = -tail;
     }
     /* |W| >= 2^(3B - 1.01) > 2^64: hi is nonzero and the top 64 bits are M */
     int lead = 127 - (int)clz(hi);
     int sh = lead - 63;
     ulong top = (hi << (64 - sh)) | (lo >> sh);
     ulong lost = lo & ((1UL << sh) - 1);
-    int rest = lost ? 1 : tail;     /* the sign of what lies below top's last bit */
     ulong r = top & 0x7FF;
-    int up = r > 0x400 || (r == 0x400 && (rest > 0 || (rest == 0 && ((top >> 11) & 1))));
+    int up = r > 0x400;
+    if (r == 0x400) {               /* a tie, unless what lies below top's last bit says */
+        int rest = lost ? 1 : (negative ? -1 : 1) * sign_below(d, m - 4);  /* |W's rest| < 0.51 */
+        up = rest > 0 || (rest == 0 && ((top >> 11) & 1));
+    }
     long m53 = (long)((top >> 11) + up);
     *mant = negative ? -m53 : m53;
     *e = lead + 1 + B * (m - 3) - NF * B;
 }
 
-/* One work-group of POINT_GROUP items: z's point, the count, the freeze. */
-#define POINT_GROUP 64
-__kernel void point(__global const long *digits, __global long *mant, __global int *exps,
-                    __global int *state, int base)
+/* Work-items 0 and 1 (x and y): z's point, tops reset, the count, the freeze. */
+__kernel void point(__global const long *digits, __global int *tops, __global long *mant,
+                    __global int *exps, __global int *state, int base)
 {
-    __local int top[2];
     int lid = get_local_id(0);
     if (state[STOPPED])
         return;
     int count = state[COUNT];
-    if (lid < 2)
-        top[lid] = -1;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int num = 0; num < 2; num++) {
-        __global const long *d = digits + num * ND;
-        for (int k = ND - 1 - lid; k >= 0; k -= POINT_GROUP)
-            if (d[k]) {
-                atomic_max(&top[num], k);
-                break;
-            }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-    if (lid < 2) {
-        long m;
-        int e;
-        round_number(digits + lid * ND, top[lid], &m, &e);
-        mant[2 * (count - base) + lid] = m;
-        exps[2 * (count - base) + lid] = e;
-    }
+    long m;
+    int e;
+    round_number(digits + lid * ND, tops[lid], &m, &e);
+    tops[lid] = -1;
+    mant[2 * (count - base) + lid] = m;
+    exps[2 * (count - base) + lid] = e;
+    barrier(CLK_GLOBAL_MEM_FENCE);  /* both have read state[COUNT] */
     if (lid == 0) {
         long ix = digits[ND - 1], iy = digits[2 * ND - 1];
         state[COUNT] = count + 1;

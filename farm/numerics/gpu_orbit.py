@@ -47,7 +47,6 @@ from farm.runtime.cache import cache_dir
 BATCH = 1024  # steps between two reads of the points on a GPU
 CPU_BATCH = 8  # on other devices (PoCL's CPU device slows down with long queues)
 PROGRESS_EVERY = 4096  # orbit()'s progress(n) is called at multiples of this
-POINT_GROUP = 64  # the point kernel's work-group (kernels/orbit_ntt.cl)
 GPU_ITEMS = 512  # work-items of a transform's work-group at most, on a GPU (one a butterfly)
 CPU_ITEMS = 64  # elsewhere (PoCL's CPU device)
 KERNELS = ("forward_columns", "rows", "inverse_columns", "normalise", "point")
@@ -157,6 +156,7 @@ class DeviceOrbit:
         self._mid = mid = cl.Buffer(ctx, mf.READ_WRITE, 16 * lay.length)
         self._tw = tw = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=nl.root_powers(lay.length))
         self._state = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(2, np.int32))
+        self._tops = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.full(2, -1, np.int32))
         self.batch = batch = BATCH if gpu else CPU_BATCH
         self._mant = [cl.Buffer(ctx, mf.WRITE_ONLY, 16 * batch) for _ in range(2)]
         self._exps = [cl.Buffer(ctx, mf.WRITE_ONLY, 8 * batch) for _ in range(2)]
@@ -165,13 +165,13 @@ class DeviceOrbit:
         k = {name: cl.Kernel(prg, name) for name in KERNELS}
         fits = min(kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device)
                    for kernel in k.values())
-        if fits < max(r_items, c_items, POINT_GROUP):
+        if fits < max(r_items, c_items, 64):
             raise Unavailable(f"the device orbit's kernels take work-groups of {fits} at most "
                               f"on {device.name.strip()}")
         k["forward_columns"].set_args(self._digits, mid, tw, self._state)
         k["rows"].set_args(mid, tw, self._state, np.uint64(nl.inverse(lay.length)))
         k["inverse_columns"].set_args(mid, tw, self._state)
-        k["normalise"].set_args(mid, cbuf, self._digits, self._state)
+        k["normalise"].set_args(mid, cbuf, self._digits, self._tops, self._state)
         self._point = k["point"]
         digits_global = -(-lay.nd // 64) * 64
         self._launches = [
@@ -179,14 +179,14 @@ class DeviceOrbit:
             (k["rows"], ((1 << lay.r_log) * c_items,), (c_items,)),
             (k["inverse_columns"], ((1 << lay.c_log) * r_items,), (r_items,)),
             (k["normalise"], (digits_global,), (64,)),
-            (self._point, (POINT_GROUP,), (POINT_GROUP,)),
+            (self._point, (2,), (2,)),
         ]
 
     def _enqueue(self, slot: int, n: int) -> cl.Event:
         """n steps whose points go to batch buffer ``slot``, then that buffer's copy to
         the host; the event of the last copy."""
         queue = self._queue
-        self._point.set_args(self._digits, self._mant[slot], self._exps[slot], self._state,
+        self._point.set_args(self._digits, self._tops, self._mant[slot], self._exps[slot], self._state,
                              np.int32(self._queued))
         launches = self._launches
         for _ in range(n):
