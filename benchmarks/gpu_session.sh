@@ -31,7 +31,7 @@ for step in $steps; do
       python3 -m farm devices | tee "$OUT/devices.txt" ;;
     tests)
       log "tests on the GPU"
-      FARM_TEST_DEVICES=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fp128.py tests/test_qs.py \
+      FARM_TEST_DEVICES=gpu python3 -m pytest -q -m "" -p no:cacheprovider tests/test_fp128.py tests/test_qs.py \
         tests/test_kernel_f64.py tests/test_histogram.py tests/test_deep.py tests/test_perturb.py \
         tests/test_bla.py tests/test_skip.py tests/test_reference.py tests/test_distance.py \
         tests/test_samples.py tests/test_perturb_channels.py tests/test_expmap_synth.py \

@@ -20,7 +20,9 @@ from farm.numerics import orbiters as period
 from farm.plan import make_plan
 
 AT_I = ("0", "1")
-CASES = [("1e-10000", (24, 16), 30_000), ("1e-30000", (12, 8), 90_000)]
+# 1e-10000 is the long one (its MPFR counts: half a minute on two cores): in the slow set
+CASES = [pytest.param("1e-10000", (24, 16), 30_000, marks=pytest.mark.slow, id="1e-10000"),
+         pytest.param("1e-30000", (12, 8), 90_000, id="1e-30000")]
 
 
 def _render(cl_device, width, size, max_iter):
@@ -32,7 +34,7 @@ def _render(cl_device, width, size, max_iter):
     return render_frame(cl_device, plan, references=refs)[0]
 
 
-@pytest.mark.parametrize("width,size,max_iter", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("width,size,max_iter", CASES)
 def test_counts_match_mpfr_far_below_1e_3000(cl_device, width, size, max_iter):
     want = deep_counts(AT_I, width, size, max_iter)
     assert (want > 0).all() and len(set(want.ravel().tolist())) > 5  # escaping, with structure
@@ -80,6 +82,7 @@ def test_counts_near_a_minibrot_at_1e_1000(cl_device):
     compare_counts(got, want, min_equal=0.99)
 
 
+@pytest.mark.slow  # (the depth paths run at 1e-30000 above; this adds the 332k-bit store)
 def test_a_frame_at_1e_100000_and_its_store(cl_device, tmp_path):
     """1e-100000 (332k-bit coordinates; the reference still five points): a 3x2 grid
     against MPFR, and the store keeps the width (25 digits in 40 characters: the

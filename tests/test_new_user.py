@@ -122,7 +122,8 @@ def test_a_store_too_big_for_its_disk_is_refused(tmp_path):
         assert list(small.iterdir()) == []
 
 
-@pytest.mark.parametrize("compression,size,tile", [("none", (256, 128), 64), ("zstd", (768, 384), 192)])
+@pytest.mark.parametrize("compression,size,tile", [
+    ("none", (256, 128), 64), pytest.param("zstd", (768, 384), 192, marks=pytest.mark.slow)])
 def test_a_disk_that_fills_stops_the_render_and_resume_finishes_it(tmp_path, compression, size, tile):
     """A full disk mid-render stops like an interrupt (exit 75, one line), keeps every
     finished tile, and a resume once there is space ends identical to a plain render

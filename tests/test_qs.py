@@ -526,7 +526,9 @@ def test_shallow_counts_match_reference(cl_device, reference):
 CLASSIC = ("-0.743643887037158704752191506114774", "0.131825904205311970493132056385139")
 SEAHORSE = ("-0.749525718967526899076284369547895600256399088280799332045540",
             "0.135876731345244117600571502360225831462570615468277546381148")
-DEEP = [(CLASSIC, "1e-18", 10000), (SEAHORSE, "3e-24", 2000)]
+# the classic view's 10,000-iteration mpmath counts take half a minute on two cores: slow set
+DEEP = [pytest.param(CLASSIC, "1e-18", 10000, marks=pytest.mark.slow, id="classic-1e-18"),
+        pytest.param(SEAHORSE, "3e-24", 2000, id="seahorse-3e-24")]
 
 
 LOOPS = {"fused": (), "reference-sloppy": REFERENCE_LOOP,
@@ -546,7 +548,7 @@ def _render_deep(cl_device, center, width, size, max_iter, options) -> np.ndarra
     return got
 
 
-@pytest.mark.parametrize("center,width,max_iter", DEEP, ids=["classic-1e-18", "seahorse-3e-24"])
+@pytest.mark.parametrize("center,width,max_iter", DEEP)
 @pytest.mark.parametrize("loop", sorted(LOOPS))
 def test_deep_counts_match_reference(cl_device, reference, loop, center, width, max_iter):
     """The fused loop (the default) and the reference loop with either addition resolve

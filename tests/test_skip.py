@@ -49,7 +49,11 @@ def exact(reference, view):
     return reference(view["center"], view["width"], view["size"], view["max_iter"], mpfr=True)
 
 
-@pytest.mark.parametrize("view", [MINI, SEAHORSE_GRID], ids=["minibrot-8007", "seahorse-1e-22"])
+# the minibrot's exact counts (MPFR, 50,000 iterations a pixel) take most of a minute on two
+# cores: its cases are in the slow set; the default run keeps the Seahorse grid here and the
+# closer minibrot view below
+@pytest.mark.parametrize("view", [pytest.param(MINI, marks=pytest.mark.slow, id="minibrot-8007"),
+                                  pytest.param(SEAHORSE_GRID, id="seahorse-1e-22")])
 def test_counts_with_skipping_match_exact_counts(cl_device, reference, view):
     """Skipping gets the exact count wherever the plain loop does (all but one pixel in
     500), and on 99% of the Seahorse grid; it takes many times fewer loop passes than
@@ -74,8 +78,8 @@ def test_counts_with_skipping_match_exact_counts(cl_device, reference, view):
     assert work / steps.sum() >= (20 if view is MINI else 4)
 
 
-@pytest.mark.parametrize("view,share", [(MINI, 0.15), (MINI_CLOSE, 0.5)],
-                         ids=["5-sizes", "1.2-sizes"])
+@pytest.mark.parametrize("view,share", [pytest.param(MINI, 0.15, marks=pytest.mark.slow, id="5-sizes"),
+                                        pytest.param(MINI_CLOSE, 0.5, id="1.2-sizes")])
 def test_no_escaping_pixel_is_declared_interior(cl_device, reference, view, share):
     """Pixels the interior test stops early (count 0) never escape in exact arithmetic,
     and the test stops many: in the view of 1.2 minibrot sizes, most pixels lie in
