@@ -6,7 +6,11 @@ On several nodes the video is made where the frames are: each worker rank colour
 encodes a share of it (farm/encode/shares.py) in a sink process of its node that follows
 the store while the frames render (farm/encode/process.py), and rank 0 joins the shares
 once the render has ended (farm/run/mpi_encode.py's join_shares). On one node the master's
-sink process makes the whole video, as in one process."""
+sink process makes the whole video, as in one process.
+
+Workers that see the store (a shared file system: a token beside it, farm/store/shared.py)
+write their tiles into it themselves and send the master only each tile's record, once
+its bytes are durable (farm/store/inplace.py); the others send the bytes, as before."""
 
 
 from __future__ import annotations
@@ -40,7 +44,9 @@ from farm.schedule import transport
 from farm.schedule.master import STOP_SIGNALS
 from farm.schedule.packer import Packer, pack_threads
 from farm.schedule.worker import run_worker
+from farm.store import shared
 from farm.store.codec import Codec
+from farm.store.inplace import SlotWriter
 from farm.store.lock import StoreLock
 
 if TYPE_CHECKING:
@@ -92,7 +98,7 @@ def render_mpi(comm, job, options: RenderOptions) -> int:
     problems = [p for p in transport.quiet_gather(comm, problem) or [] if p]
     if comm.Get_rank() != 0:
         return _worker_rank(comm, video_comm, share, bound, local_workers)
-    plan, refs, codec = None, None, None
+    plan, refs, codec, offer = None, None, None, None
     held = contextlib.ExitStack()  # the store's lock, from the path check to the video
     held.callback(clstart.release_unused)  # the pre-pass's context (_prepass_here), at the end
     try:
@@ -109,6 +115,8 @@ def render_mpi(comm, job, options: RenderOptions) -> int:
         plan, refs, codec = prepare_store(spec, store_path, options.restart, options.progress,
                                           options.check_space, timing,
                                           prepass_device=_prepass_here(options.device))
+        offer = _offer(store_path)
+        held.callback(shared.withdraw, store_path)
         session = Session(plan, store_path, options, timing,
                            open_sink(sink, spec, store_path, video), job=spec, video=video)
     except BaseException:
@@ -116,7 +124,7 @@ def render_mpi(comm, job, options: RenderOptions) -> int:
         held.close()
         raise
     finally:
-        transport.quiet_bcast(comm, (plan, codec))  # a None plan tells the workers to go home
+        transport.quiet_bcast(comm, (plan, codec, offer))  # a None plan tells the workers to go home
     with held:
         _bcast_references(comm, refs)
         in_place = spread and video_in_place(session)
@@ -127,6 +135,9 @@ def render_mpi(comm, job, options: RenderOptions) -> int:
         print(f"farm: master on {host}, {len(link.workers)} worker(s)", file=sys.stderr)
         try:
             report = master_session(session, link, len(link.workers))
+            if report is not None and report.tiles and options.progress:
+                print(f"farm: the workers wrote {report.in_place} of the {report.tiles} tile(s) into "
+                      "the store themselves", file=sys.stderr)
         finally:
             for w in link.workers:  # idempotent: workers already released ignore it
                 link.release(w)
@@ -144,13 +155,13 @@ def _worker_rank(comm, video_comm, share: SinkProcess | None, bound, local_worke
     plan, shares = None, None
     try:
         try:
-            plan, codec = transport.quiet_bcast(comm)
+            plan, codec, offer = transport.quiet_bcast(comm)
             if plan is not None:
                 refs = _bcast_references(comm, None)
                 if video_comm is not None:
                     shares = _share_in(video_comm, share)
                 if bound is not None:
-                    _mpi_worker(comm, plan, refs, codec, bound, local_workers)
+                    _mpi_worker(comm, plan, refs, codec, bound, local_workers, offer)
         finally:
             clstart.release_unused()
         if shares is not None:
@@ -296,18 +307,46 @@ def _prepass_here(selector: str) -> Any:
     return device
 
 
+def _offer(store_path) -> shared.Offer | None:
+    """Rank 0: the store offered to the workers to write their tiles into (a token beside
+    it), unless it is compacted (it has no slots; resuming it with --verify rewrites it)."""
+    from farm.store import compact
+
+    return None if compact.is_compact(store_path) else shared.offer(store_path)
+
+
+def _open_slots(offer: shared.Offer | None, plan: Plan, rank: int) -> SlotWriter | None:
+    """A worker rank: the store to write its tiles into, where it sees the master's, else
+    None (it says why, unless the master wrote no token)."""
+    why = shared.check(offer)
+    if why is None:
+        assert offer is not None
+        try:
+            return SlotWriter(offer.store, plan, offer.length)
+        except (OSError, FarmError) as err:
+            why = str(err)
+    if offer is not None:
+        print(f"farm: rank {rank} sends its tiles to the master: {why}", file=sys.stderr)
+    return None
+
+
 def _mpi_worker(comm, plan: Plan, refs: References | None, codec: Codec,
-                bound: tuple[DeviceInfo, Any], local_workers: int) -> None:
-    """A worker rank, packing its tiles on its share of the node's cores. Launchers
-    (mpiexec, srun) pass stop signals to every rank: workers ignore them and stop when
-    the master, which collects the tiles in flight, says so."""
+                bound: tuple[DeviceInfo, Any], local_workers: int,
+                offer: shared.Offer | None = None) -> None:
+    """A worker rank, packing its tiles on its share of the node's cores, and writing
+    them into the store where it sees it (``offer``). Launchers (mpiexec, srun) pass
+    stop signals to every rank: workers ignore them and stop when the master, which
+    collects the tiles in flight, says so."""
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     info, device = bound
-    packer = Packer(plan, codec, pack_threads(1, processes=local_workers))
+    slots = _open_slots(offer, plan, comm.Get_rank())
+    packer = Packer(plan, codec, pack_threads(1, processes=local_workers), slots=slots)
     try:
         run_worker(plan, lambda: TileRenderer(device, info, plan, slots=1, references=refs,
                                               shuffle=codec.compressed),  # the others: run_worker
                    transport.MpiWorker(comm), packer)
     finally:
         packer.close()
+        if slots is not None:
+            slots.close()

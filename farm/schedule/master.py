@@ -1,8 +1,9 @@
 """The master loop: events from the transport into the scheduler, its instructions out.
 
-The master is the only writer of the store. It polls the transport, feeds every
-event to :class:`~farm.schedule.state.Scheduler`, sends the assignments and hands
-each batch of accepted results to a writer thread
+The master is the only writer of the store's bookkeeping (and of the tiles' bytes
+but where workers write their own into the store: farm/store/inplace.py). It polls
+the transport, feeds every event to :class:`~farm.schedule.state.Scheduler`, sends
+the assignments and hands each batch of accepted results to a writer thread
 (:class:`~farm.store.writer.WriterThread`), so it goes on receiving while the disk
 works and the workers go on computing. SIGTERM, SIGINT and SIGUSR1 become a stop
 request: no new assignments, results in flight are collected for ``grace``
@@ -57,6 +58,7 @@ class MasterReport:
     writer_busy_s: float  # the writer thread's time writing
     receive_s: float  # time inside MPI receives (0 in one process)
     tiles: int
+    in_place: int = 0  # of the tiles, those the workers wrote into the store themselves
 
     def summary(self) -> str:
         def share(x: float) -> str:
@@ -127,7 +129,7 @@ def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = M
                       max_attempts=options.max_attempts, worker_failures=options.worker_failures,
                       timeout=options.timeout, grace=options.grace)
     busy = 0.0
-    stored = 0
+    stored = in_place = 0
     hold, until = _test_hold()
     background = WriterThread(writer, on_frame)
     with _Signals() as signals:
@@ -160,6 +162,7 @@ def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = M
             if batch:
                 background.submit(batch)
                 stored += len(batch)
+                in_place += sum(r.in_place for r in batch)
                 if on_batch:
                     on_batch(batch)
                 if progress:
@@ -173,4 +176,4 @@ def run_master(writer: StoreWriter, link: MasterLink, options: MasterOptions = M
             raise background.error
     assert isinstance(sched.ended, End)
     return MasterReport(sched.ended, time.monotonic() - t0, busy, background.busy_s,
-                        getattr(link, "receive_s", 0.0), stored)
+                        getattr(link, "receive_s", 0.0), stored, in_place)

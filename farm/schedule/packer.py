@@ -7,7 +7,12 @@ slot's pinned memory; for a compressed store already shuffled by the device) to 
 :class:`Packer`, whose threads turn it into what the store takes
 (:class:`~farm.store.writer.Finished`: the tile's histogram, its channels encoded with
 the store's codec, farm/store/codec.py, and their checksum) and free the slot.
-The worker keeps launching meanwhile and sends each packed tile as it comes.
+The worker keeps launching meanwhile and sends each packed tile as it comes. A worker
+that writes its tiles into the store itself (under MPI, where it sees the store:
+farm/store/inplace.py) gives the packer its :class:`~farm.store.inplace.SlotWriter`:
+each tile is then written into its slots on the packing thread too (the result says
+``in_place``); should a write fail, the worker stops writing in place and the tile
+travels with its bytes, as without one.
 
 One packer per process: in one process its threads serve every GPU's worker thread.
 zstd, crc32 and numpy's copies release the interpreter lock, so the threads pack in
@@ -29,12 +34,15 @@ GPUs"): one GPU 9.7-12.7 s (31), 4.0 (4), 4.3 (8), 4.3 (12), 4.2 (16); two GPUs 
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
+import sys
 
 from farm.compute.render import Collected
 from farm.plan import Plan
 from farm.runtime.cores import usable_cores
 from farm.store.codec import Codec, pack, pack_planes
+from farm.store.inplace import SlotWriter
 from farm.store.writer import Finished
 
 MAX_PACK_THREADS = 8  # see the module's docstring
@@ -53,8 +61,9 @@ def pack_threads(devices: int = 1, processes: int = 1) -> int:
 class Packer:
     """Packs collected launches on a pool of threads (see the module docstring)."""
 
-    def __init__(self, plan: Plan, codec: Codec, threads: int):
+    def __init__(self, plan: Plan, codec: Codec, threads: int, slots: SlotWriter | None = None):
         self.plan, self.codec, self.threads = plan, codec, threads
+        self.slots = slots  # the store, where this worker writes its tiles itself
         self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="farm-pack")
 
     def submit(self, collected: Collected, rank: int,
@@ -71,8 +80,25 @@ class Packer:
                 packed = pack(self.codec, c.blocks, (c.tile.height, c.tile.width), (grid.tile_h, grid.tile_w))
         finally:
             c.release()
-        return Finished(c.frame.index, c.tile.index, packed.payloads, bins, counts, c.kernel_seconds,
+        done = Finished(c.frame.index, c.tile.index, packed.payloads, bins, counts, c.kernel_seconds,
                         rank, packed.crc, counters)
+        return self._write(done) if self.slots is not None else done
+
+    def _write(self, done: Finished) -> Finished:
+        """The tile into its slots (the result says ``in_place``), or as it was where
+        that fails: then this worker sends every later tile too."""
+        slots = self.slots
+        if slots is None:
+            return done
+        try:
+            slots.write(done.frame, done.tile, done.payloads)
+        except OSError as err:
+            if self.slots is not None:
+                self.slots = None
+                print(f"farm: rank {done.rank} cannot write tiles into {slots.path} ({err.strerror or err}); "
+                      "it sends them to the master", file=sys.stderr)
+            return done
+        return dataclasses.replace(done, in_place=True)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -11,10 +11,12 @@ each the channel's chunk as the store keeps it (packed by the worker: compressed
 farm/store/codec.py), so the master receives and writes the compressed bytes::
 
     TAG_RESULT       int64 header: frame, tile, attempt, nbins, kernel ns, rank, crc,
+                     in place (1: the worker wrote the payloads into the store itself),
                      the worker's running totals in ns (farm.runtime.timeline.WORKER_COUNTERS),
                      then each channel's payload length in bytes; then int64[nbins]
                      bins, int64[nbins] counts
-    TAG_CHANNEL + k  channel k's payload, in the plan's order
+    TAG_CHANNEL + k  channel k's payload, in the plan's order (none for a tile written
+                     in place: farm/store/inplace.py)
     TAG_READY        int64[1]: the tasks the worker can hold (Joined.capacity)
 
 The master polls with ``Iprobe`` and a growing sleep (0.1 ms up to 1 ms), so it
@@ -53,7 +55,8 @@ from farm.store.writer import Finished as Stored
 (TAG_TASK, TAG_STOP, TAG_READY, TAG_RESULT, TAG_FAILED, TAG_HEARTBEAT, TAG_LOST,
  TAG_BYE, TAG_SYNC) = range(9)
 TAG_CHANNEL = 16  # + the channel's index in the plan
-FIXED = 7 + len(WORKER_COUNTERS)  # the header's fields before the payload lengths
+IN_PLACE = 7  # the header's field saying the payloads stayed with the worker
+FIXED = 8 + len(WORKER_COUNTERS)  # the header's fields before the payload lengths
 
 
 class MasterLink(Protocol):
@@ -260,9 +263,9 @@ def _task_buffer(task: Task) -> np.ndarray:
 def result_header(task: Task, result: Stored) -> np.ndarray:
     """The first of a result's messages: header, then the sparse histogram."""
     header = np.array([task.frame, task.tile, task.attempt, len(result.hist_bins),
-                       int(result.seconds * 1e9), result.rank, result.crc,
+                       int(result.seconds * 1e9), result.rank, result.crc, int(result.in_place),
                        *(int(s * 1e9) for s in result.counters),
-                       *(len(p) for p in result.payloads)], dtype=np.int64)
+                       *result.stored_lengths()], dtype=np.int64)
     return np.concatenate([header, result.hist_bins, result.hist_counts])
 
 
@@ -275,11 +278,13 @@ def result_from(header: np.ndarray, payloads: list[np.ndarray],
                 channels: tuple[Channel, ...]) -> tuple[Task, Stored]:
     """A result from its header and its channel messages."""
     frame, tile, attempt, n, ns, rank, crc = (int(x) for x in header[:7])
-    counters = tuple(int(x) * 1e-9 for x in header[7:FIXED])
+    counters = tuple(int(x) * 1e-9 for x in header[IN_PLACE + 1:FIXED])
     start = FIXED + len(channels)
     bins, counts = header[start:start + n], header[start + n:start + 2 * n]
+    in_place = bool(header[IN_PLACE])
+    lengths = tuple(payload_lengths(header, len(channels))) if in_place else ()
     return Task(frame, tile, attempt), Stored(frame, tile, [p.data for p in payloads], bins, counts,
-                                              ns * 1e-9, rank, crc, counters)
+                                              ns * 1e-9, rank, crc, counters, in_place, lengths)
 
 
 def _collect(comm, source: int, timeout: float, max_sleep: float = 0.001,
@@ -302,7 +307,8 @@ def _collect(comm, source: int, timeout: float, max_sleep: float = 0.001,
             src, tag = status.Get_source(), status.Get_tag()
             comm.Recv([buf, MPI.BYTE], source=src, tag=tag)
             out.append((src, tag, buf))
-            if tag == TAG_RESULT:  # its payloads follow at once, from the same worker
+            if tag == TAG_RESULT and not buf[IN_PLACE * 8:(IN_PLACE + 1) * 8].view(np.int64)[0]:
+                # its payloads follow at once, from the same worker
                 lengths = payload_lengths(buf[:(FIXED + len(channels)) * 8].view(np.int64), len(channels))
                 for k, n in enumerate(lengths):
                     arr = np.empty(n, dtype=np.uint8)
@@ -344,8 +350,9 @@ class MpiMaster:
             if tag == TAG_BYE:
                 self._said_bye.add(src)
             elif tag == TAG_RESULT:
-                arrays = [m[2] for m in messages[k + 1:k + 1 + n]]
-                task, result = result_from(buf.view(np.int64), arrays, self.channels)
+                header = buf.view(np.int64)
+                arrays = [] if header[IN_PLACE] else [m[2] for m in messages[k + 1:k + 1 + n]]
+                task, result = result_from(header, arrays, self.channels)
                 events.append(Finished(src, task, result))
             elif tag < TAG_CHANNEL:
                 events.append(self._event(src, tag, buf))
@@ -410,6 +417,8 @@ class MpiWorker:
         GPU waits took ~230 ms for 2 MB (Open MPI, fragments, 2026-11-21 on an H200)."""
         MPI = self.MPI
         self.comm.Send([result_header(task, result), MPI.BYTE], dest=0, tag=TAG_RESULT)
+        if result.in_place:  # (the payloads are in the store: farm/store/inplace.py)
+            return
         for k, payload in enumerate(result.payloads):
             self.comm.Send([np.frombuffer(payload, dtype=np.uint8), MPI.BYTE], dest=0,
                            tag=TAG_CHANNEL + k)

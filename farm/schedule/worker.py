@@ -6,7 +6,11 @@ compressed and checksummed on the process's packing threads, farm/schedule/packe
 and sent. The worker's own thread only launches, polls and sends, so the device is
 never left waiting for the host. It asks the master for as many tasks as it can hold
 in these stages (``Joined.capacity``); tasks the master sends ahead wait in a local
-queue. An exception in a tile is sent to the master with its traceback, and the
+queue. Where the worker writes its tiles into the store itself (a packer with a
+:class:`~farm.store.inplace.SlotWriter`: under MPI, on a file system shared with the
+master), a packed tile waits in a fourth stage until its bytes are durable, and then
+only its record is sent; should the sync fail, the tile is sent with its bytes. An
+exception in a tile is sent to the master with its traceback, and the
 worker carries on; the master decides about retries and exclusion. A stop message
 ends the worker at once: launches still on the device are left to finish on their own
 (farm/compute/render.py, ``TileRenderer.close``), and the master re-assigns or drops
@@ -16,6 +20,7 @@ their tiles.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
 import sys
 import threading
@@ -29,6 +34,7 @@ from farm.plan import Plan
 from farm.schedule.packer import Packer
 from farm.schedule.state import Task
 from farm.schedule.transport import WorkerLink
+from farm.store.inplace import SlotWriter
 from farm.store.writer import Finished
 
 HEARTBEAT_S = 5.0
@@ -55,7 +61,8 @@ def capacity(renderer: TileRenderer, packer: Packer, pipeline: int, tiles: int) 
     at 1080p for a deep frame's 10^7 counts: a one-frame job made 11 of them, 0.5-0.9 s
     on an H100, to render one tile.)"""
     packing = min(packer.threads, 24) if renderer.info.kind == "GPU" else 1
-    return min(pipeline + packing + 1, tiles + 1)
+    syncing = packing if packer.slots is not None else 0  # written in place, awaiting a sync
+    return min(pipeline + packing + syncing + 1, tiles + 1)
 
 
 def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: WorkerLink,
@@ -68,6 +75,7 @@ def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: Work
         link.close()
         return
     counters = renderer.counters  # the timeline's worker side (farm/runtime/timeline.py)
+    slots = packer.slots  # where this worker writes its tiles itself (None: they travel)
     holds = capacity(renderer, packer, pipeline, len(plan.frames) * plan.grid.count)
     counters.add("setup", time.perf_counter() - t0)
     link.ready(holds)
@@ -83,7 +91,7 @@ def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: Work
     last_sent = time.monotonic()
     try:
         while True:
-            if queued or running or packing:
+            if queued or running or packing or (slots is not None and slots.waiting):
                 messages = link.receive(0.0)
             else:
                 with counters.timing("idle"):
@@ -104,10 +112,10 @@ def run_worker(plan: Plan, make_renderer: Callable[[], TileRenderer], link: Work
                     link.failed(task, traceback.format_exc())
                     last_sent = time.monotonic()
 
-            if _advance(renderer, packer, link, running, packing, counters):
+            if _advance(renderer, packer, link, running, packing, counters, slots):
                 last_sent = time.monotonic()
-            elif running or packing:
-                _wait(renderer, running, packing)
+            elif running or packing or (slots is not None and slots.waiting):
+                _wait(renderer, running, packing, slots)
             if time.monotonic() - last_sent > HEARTBEAT_S:
                 link.heartbeat()
                 last_sent = time.monotonic()
@@ -140,8 +148,9 @@ def _prepare_ahead(renderer: TileRenderer, plan: Plan, new: list[Task]) -> None:
 
 
 def _advance(renderer: TileRenderer, packer: Packer, link: WorkerLink, running: deque,
-             packing: deque, counters) -> bool:
-    """Hand finished launches to the packer and send packed tiles; True if any moved."""
+             packing: deque, counters, slots: SlotWriter | None = None) -> bool:
+    """Hand finished launches to the packer and send packed tiles (those written in
+    place once ``slots`` has made them durable); True if any moved."""
     moved = False
     while running and renderer.done(running[0][1]):
         task, launch = running.popleft()
@@ -154,20 +163,38 @@ def _advance(renderer: TileRenderer, packer: Packer, link: WorkerLink, running: 
         task, future = packing.popleft()
         try:
             result = future.result()
-            with counters.timing("send"):
-                link.result(task, result)
+            if result.in_place and slots is not None:
+                slots.submit((task, result))  # sent below once durable
+            else:
+                with counters.timing("send"):
+                    link.result(task, result)
         except Exception:
             link.failed(task, traceback.format_exc())
+        moved = True
+    if slots is not None and slots.ready():
+        durable, failed = slots.take()
+        for task, result in durable:  # the master writes the bookkeeping, then `done`
+            with counters.timing("send"):
+                link.result(task, result.record())
+        if failed:
+            print(f"farm: rank {link.rank}: syncing the store failed ({slots.error}); "
+                  f"{len(failed)} tile(s) go to the master", file=sys.stderr)
+        for task, result in failed:  # not known to be on disk: the master writes the bytes
+            with counters.timing("send"):
+                link.result(task, dataclasses.replace(result, in_place=False))
         moved = True
     return moved
 
 
-def _wait(renderer: TileRenderer, running: deque, packing: deque, timeout: float = 0.05) -> None:
-    """Sleep-poll until the oldest launch or the oldest packing is done, or ``timeout``
-    (then the loop looks for messages). Sleeping releases the interpreter lock, which
-    the packing threads share."""
+def _wait(renderer: TileRenderer, running: deque, packing: deque, slots: SlotWriter | None = None,
+          timeout: float = 0.05) -> None:
+    """Sleep-poll until the oldest launch or the oldest packing is done, or tiles written
+    in place are durable, or ``timeout`` (then the loop looks for messages). Sleeping
+    releases the interpreter lock, which the packing threads share."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if (running and renderer.done(running[0][1])) or (packing and packing[0][1].done()):
+            return
+        if slots is not None and slots.ready():
             return
         time.sleep(POLL_S)

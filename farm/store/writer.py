@@ -13,6 +13,10 @@ is written in this order:
 3. for every frame whose tiles are now all done: its ``histogram`` row, then its
    ``frame_done`` byte.
 
+Under MPI, where the workers see the store, step 1's chunks are written by the worker
+that rendered the tile and are durable before the master hears of it
+(farm/store/inplace.py, ``Finished.in_place``): the master writes the rest.
+
 A process killed anywhere (crash, ``kill -9``, preemption) loses nothing written:
 the writes are in the kernel's page cache in this order, and a tile whose bytes were
 half written has ``done = 0`` and is rendered again.
@@ -42,10 +46,10 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import dataclasses
 import functools
 import os
 import queue
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -60,6 +64,8 @@ from farm.plan import Plan
 from farm.store import layout, space
 from farm.store.chunks import Chunks
 from farm.store.codec import payload_crc, raw_crc
+from farm.store.inplace import crash_point as _crash_point
+from farm.store.inplace import pwrite_all, write_payloads
 
 
 @dataclass
@@ -76,6 +82,18 @@ class Finished:
     rank: int
     crc: int  # tiles/crc (farm/store/codec.py)
     counters: tuple[float, ...] = ()  # the worker's running totals (farm.runtime.timeline)
+    # the payloads are in their slots already, written by the worker (farm/store/inplace.py);
+    # once it sends the result they are durable too, and only their ``lengths`` travel
+    in_place: bool = False
+    lengths: tuple[int, ...] = ()
+
+    def stored_lengths(self) -> list[int]:
+        """Each channel's stored length (``tiles/bytes``)."""
+        return list(self.lengths) if self.in_place and not self.payloads else [len(p) for p in self.payloads]
+
+    def record(self) -> Finished:
+        """This result without its payloads, for a tile written in place."""
+        return dataclasses.replace(self, payloads=[], in_place=True, lengths=tuple(self.stored_lengths()))
 
 
 _SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h
@@ -100,20 +118,6 @@ def start_writeback(fd: int, offset: int = 0, nbytes: int = 0) -> None:
     fn = _sync_file_range()
     if fn is not None:
         fn(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)
-
-
-def _crash_point(name: str, flagged: int) -> None:
-    """Testing aid: ``FARM_TEST_CRASH_AT=name:n`` kills this process with SIGKILL at
-    the first pass of the point ``name`` once at least n tiles have their ``done``
-    flag on disk (``flagged``). Counting flagged tiles rather than passes makes the
-    kill land mid-render however the tiles happen to be batched: every point is
-    passed again before the last flag is written (tests/test_checkpoint.py)."""
-    want = os.environ.get("FARM_TEST_CRASH_AT")
-    if not want:
-        return
-    point, _, count = want.partition(":")
-    if point == name and flagged >= int(count or 1):
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class RowSum:
@@ -254,22 +258,7 @@ class StoreWriter:
 
     # ------------------------------------------------------------------ raw access
     def _pwrite(self, data: bytes | np.ndarray, offset: int) -> None:
-        view = (data.data if isinstance(data, np.ndarray) else memoryview(data)).cast("B")
-        while view:
-            n = os.pwrite(self.fd, view, offset)
-            view, offset = view[n:], offset + n
-
-    def _pwritev(self, parts: list, offset: int) -> None:
-        """Write ``parts`` one after another from ``offset`` (one system call, no join)."""
-        views = [memoryview(p).cast("B") for p in parts if len(p)]
-        while views:
-            n = os.pwritev(self.fd, views, offset)
-            offset += n
-            while views and n >= len(views[0]):
-                n -= len(views[0])
-                views.pop(0)
-            if views and n:
-                views[0] = views[0][n:]
+        pwrite_all(self.fd, data, offset)
 
     def _tile_meta_offset(self, name: str, frame: int, tile: int) -> int:
         """Offset of tile (frame, tile)'s entry of a (F, T[, C]) dataset: tiles/* or done."""
@@ -300,20 +289,17 @@ class StoreWriter:
         if self.chunks.packed:  # no slots (farm/store/compact.py expands it first)
             raise StoreError(f"{self.path} is compacted: no tile can be written into it")
         now = time.time()
-        slots, sizes = self.chunks.slots, self.chunks.slot_bytes
         for r in results:
-            for k, c in enumerate(self.channels):
-                if k:
-                    _crash_point("between-datasets", self.flagged)
-                payload, offset = r.payloads[k], int(slots[c.name][r.frame, r.tile])
-                self._pwritev([payload, self.codec.trailer(len(payload), sizes[c.name])], offset)
-                self._data_ranges.append((offset, len(payload) + 8))
+            if not r.in_place:  # (else the worker wrote them, durably, before it said so)
+                self._data_ranges.extend(write_payloads(
+                    self.fd, self.chunks, r.frame, r.tile, r.payloads,
+                    between=lambda: _crash_point("between-datasets", self.flagged)))
             for name, value in (("tiles/seconds", r.seconds), ("tiles/rank", r.rank),
                                 ("tiles/run", self.run), ("tiles/finished", now),
                                 ("tiles/crc", r.crc)):
                 self.meta[name][r.frame, r.tile] = value
             if self.codec.compressed:
-                self.meta[layout.BYTES][r.frame, r.tile] = [len(p) for p in r.payloads]
+                self.meta[layout.BYTES][r.frame, r.tile] = r.stored_lengths()
         spans = self._row_spans(results)
         for name, values in self.meta.items():
             for frame, lo, hi in spans:
