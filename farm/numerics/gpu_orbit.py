@@ -72,35 +72,41 @@ def devices(gpus_only: bool = True) -> list[cl.Device]:
 
 
 @functools.cache
-def _queue(device: cl.Device) -> cl.CommandQueue:
+def command_queue(device: cl.Device) -> cl.CommandQueue:
+    """The device's queue (one a device, in its own context)."""
     return cl.CommandQueue(cl.Context([device]))
 
 
-def _source() -> str:
+SOURCES = ("orbit_ntt.cl",)  # the orbit's kernels (gpu_newton.py builds more after them)
+
+
+def _source(name: str) -> str:
     try:
-        return resources.files("farm.kernels").joinpath("orbit_ntt.cl").read_text(encoding="utf-8")
+        return resources.files("farm.kernels").joinpath(name).read_text(encoding="utf-8")
     except ModuleNotFoundError:  # a checkout on PYTHONPATH, not installed
-        return (Path(__file__).resolve().parents[2] / "kernels" / "orbit_ntt.cl").read_text(encoding="utf-8")
+        return (Path(__file__).resolve().parents[2] / "kernels" / name).read_text(encoding="utf-8")
 
 
-_programs: dict[tuple[int, tuple[str, ...]], cl.Program] = {}
+_programs: dict[tuple[int, tuple[str, ...], tuple[str, ...]], cl.Program] = {}
 
 
-def _program(queue: cl.CommandQueue, options: tuple[str, ...]) -> cl.Program:
-    """kernels/orbit_ntt.cl built with ``options`` (once a context); a compiler's
-    messages go to the farm's build.log."""
-    key = (queue.context.int_ptr, options)
+def program(queue: cl.CommandQueue, options: tuple[str, ...], files: tuple[str, ...] = SOURCES
+            ) -> cl.Program:
+    """kernels/' ``files`` (one source, in that order) built with ``options`` (once a
+    context); a compiler's messages go to the farm's build.log."""
+    key = (queue.context.int_ptr, files, options)
     if key not in _programs:
+        text = "\n".join(_source(name) for name in files)
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
-            prg = cl.Program(queue.context, _source()).build(options=list(options))
+            prg = cl.Program(queue.context, text).build(options=list(options))
         if said:
-            _log_build(prg, options)
+            _log_build(prg, files, options)
         _programs[key] = prg
     return _programs[key]
 
 
-def _log_build(prg: cl.Program, options: tuple[str, ...]) -> None:
+def _log_build(prg: cl.Program, files: tuple[str, ...], options: tuple[str, ...]) -> None:
     with contextlib.suppress(OSError, cl.Error):
         path = cache_dir() / "build.log"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,7 +114,7 @@ def _log_build(prg: cl.Program, options: tuple[str, ...]) -> None:
             for dev in prg.devices:
                 text = prg.get_build_info(dev, cl.program_build_info.LOG).strip()
                 if text:
-                    log.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} orbit_ntt.cl "
+                    log.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} {' + '.join(files)} "
                               f"{' '.join(options)} on {dev.name.strip()}\n{text}\n")
 
 
@@ -147,8 +153,8 @@ class DeviceOrbit:
         gpu = bool(device.type & cl.device_type.GPU)
         most = min(GPU_ITEMS if gpu else CPU_ITEMS, device.max_work_group_size)
         r_items, c_items = (min(most, 1 << (log - 1)) for log in (lay.r_log, lay.c_log))
-        self._queue = queue = _queue(device)
-        prg = _program(queue, lay.options() + (f"-DR_ITEMS={r_items}", f"-DC_ITEMS={c_items}"))
+        self._queue = queue = command_queue(device)
+        prg = program(queue, lay.options() + (f"-DR_ITEMS={r_items}", f"-DC_ITEMS={c_items}"))
         ctx, mf = queue.context, cl.mem_flags
         self._digits = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=start)
         # kernel arguments do not hold their buffers: self does
