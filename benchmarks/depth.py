@@ -44,6 +44,14 @@ the load average is printed):
                      device (PoCL's CPU device: slow), named above the table; steps in
                      batches as orbiters.orbit() runs them, points read back and
                      checked, start-up (kernel build, first batch) not counted
+  Newton MPFR        z and dz <- 2 z dz + 1 together, as farm find's Newton iterations
+                     step them on the host (farm/numerics/newton.py: MPFR on two threads
+                     where orbits use them, else gmpy2)
+  Newton OpenCL      the same on the device, farm/numerics/gpu_newton.py's run() (values
+                     read back at the last step only, as Newton's method reads them;
+                     start-up not counted)
+
+``--engines A,B``: only the engines whose names contain one of these.
 
 The point is inside the main cardioid with random digits to full length (an orbit
 that neither escapes nor has short numbers).
@@ -242,6 +250,40 @@ def device_orbit(device):
     return run
 
 
+def newton_host(c, bits, steps):
+    from farm.numerics import newton
+    from farm.numerics import period as per
+    from farm.numerics.mpfr_points import precision
+
+    with precision(bits):  # as newton.py runs it (gmpy2 takes the context's precision)
+        o = newton._newton_orbiter(per.parse(c, bits), bits)
+        try:
+            for _ in range(12):
+                o.step()
+            t = time.perf_counter()
+            for _ in range(steps):
+                o.step()
+            o.value(), o.derivative()
+            return (time.perf_counter() - t) / steps
+        finally:
+            o.close()
+
+
+def device_newton(device):
+    def run(c, bits, steps):
+        from farm.numerics import gpu_newton
+        from farm.numerics import period as per
+
+        gpu = device.type & 4  # CL_DEVICE_TYPE_GPU
+        steps = 4 * gpu_newton.GPU_BATCH if gpu else min(steps, 64)
+        point = per.parse(c, bits)
+        gpu_newton.run(point, bits, 8, device=device)  # builds and first launches
+        t = time.perf_counter()
+        gpu_newton.run(point, bits, steps, device=device)
+        return (time.perf_counter() - t) / steps
+    return run
+
+
 def engines() -> dict:
     """The engines of the --orbits table (see the module's docstring)."""
     from farm.numerics import mpfr_threads
@@ -267,14 +309,19 @@ def engines() -> dict:
     if devices:
         print(f"OpenCL NTT on {devices[0].name.strip()} ({devices[0].platform.name.strip()})")
         found["OpenCL NTT"] = device_orbit(devices[0])
+    found["Newton MPFR"] = newton_host
+    if devices:
+        found["Newton OpenCL"] = device_newton(devices[0])
     return found
 
 
-def orbits(rounds: int) -> None:
-    """The --orbits table."""
+def orbits(rounds: int, only: str | None = None) -> None:
+    """The --orbits table (``only``: comma-separated parts of the engines' names)."""
     import os
 
     found = engines()
+    if only:
+        found = {k: v for k, v in found.items() if any(part and part in k for part in only.split(","))}
     print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}; best of {rounds}")
     print("digits  bits    " + "".join(f"{k:>20s}" for k in found))
     for digits in (10_000, 30_000, 100_000, 300_000):
@@ -298,9 +345,11 @@ def main() -> None:
                     help="write the jobs (farm find) and stop: render them later, elsewhere")
     ap.add_argument("--orbits", type=int, nargs="?", const=6, metavar="ROUNDS",
                     help="one reference-orbit step by engine, best of ROUNDS (default 6), instead")
+    ap.add_argument("--engines", metavar="A,B",
+                    help="--orbits: only the engines whose names contain one of these")
     args = ap.parse_args()
     if args.orbits:
-        orbits(args.orbits)
+        orbits(args.orbits, args.engines)
         return
     out = Path(args.out or tempfile.mkdtemp(prefix="farm-depth-"))
     out.mkdir(parents=True, exist_ok=True)
