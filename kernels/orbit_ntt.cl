@@ -36,6 +36,8 @@
  * ulong[2*R*C] (number, row, column), tw ulong[L] (w^k, w a primitive L-th root of
  * unity mod P), state int[2] (STOPPED, COUNT), tops int[2] (-1 between steps), points:
  * mant long[2*batch] and exps int[2*batch] (x, y of each point). No extension is needed (no double arithmetic).
+ * kernels/newton_ntt.cl (z with dz/dc, farm/numerics/gpu_newton.py) is built after this
+ * file and uses its helpers and constants: keep them in step.
  */
 
 #define P 0xFFFFFFFF00000001UL
