@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 import h5py
 import numpy as np
@@ -62,6 +63,14 @@ def _tile(plan, f, t, seed):
                     0.01, 1, packed.crc)
 
 
+def _wait_ready(slots: SlotWriter) -> None:
+    """Until the sync thread gives something back (the deadline only guards against a hang)."""
+    deadline = time.monotonic() + 120
+    while not slots.ready():
+        assert time.monotonic() < deadline, "the sync thread gave nothing back"
+        time.sleep(0.001)
+
+
 def test_a_tile_written_in_place_is_the_tile_the_master_writes(tmp_path):
     """A SlotWriter's bytes, made durable, then the master's bookkeeping from the record
     alone (no payloads): the same store, byte for byte, as the master writing it all;
@@ -80,6 +89,7 @@ def test_a_tile_written_in_place_is_the_tile_the_master_writes(tmp_path):
             slots.submit(r)
         durable: list = []
         while len(durable) < len(tiles):
+            _wait_ready(slots)
             got, failed = slots.take()
             assert not failed
             durable += got
@@ -101,6 +111,33 @@ def test_a_tile_written_in_place_is_the_tile_the_master_writes(tmp_path):
                 wb.chunks.payloads(wb.fd, r.frame, r.tile, wb._lengths(r.frame, r.tile))
     with pytest.raises(StoreError, match="not the file"):
         SlotWriter(b, plan, os.stat(b).st_size + 1)
+
+
+def test_tiles_whose_sync_fails_come_back_as_failed(tmp_path, monkeypatch):
+    """A sync that fails (a full disk, an I/O error) gives its tiles back as failed, with
+    the error: the worker then sends their bytes to the master (farm/schedule/worker.py)."""
+    import errno
+
+    import farm.store.inplace as inplace
+
+    plan = make_plan(make_spec(size=(40, 23), frames=1, width=("3", "0.5"), tile=(16, 16), max_iter=100))
+    path = tmp_path / "s.h5"
+    layout.create(path, plan, codec=ZSTD)
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(inplace.os, "fdatasync", full)
+    slots = SlotWriter(path, plan)
+    try:
+        r = _tile(plan, 0, 0, 1)
+        slots.write(0, 0, r.payloads)
+        slots.submit("tile")
+        _wait_ready(slots)
+        assert slots.take() == ([], ["tile"])
+        assert slots.error is not None and slots.error.errno == errno.ENOSPC
+    finally:
+        slots.close()
 
 
 # ---------------------------------------------------------------------------- under MPI

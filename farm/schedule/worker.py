@@ -173,15 +173,18 @@ def _advance(renderer: TileRenderer, packer: Packer, link: WorkerLink, running: 
         moved = True
     if slots is not None and slots.ready():
         durable, failed = slots.take()
-        for task, result in durable:  # the master writes the bookkeeping, then `done`
-            with counters.timing("send"):
-                link.result(task, result.record())
-        if failed:
-            print(f"farm: rank {link.rank}: syncing the store failed ({slots.error}); "
-                  f"{len(failed)} tile(s) go to the master", file=sys.stderr)
-        for task, result in failed:  # not known to be on disk: the master writes the bytes
-            with counters.timing("send"):
-                link.result(task, dataclasses.replace(result, in_place=False))
+        if failed:  # not known to be on disk: the master writes their bytes, and later ones'
+            packer.slots = None
+            print(f"farm: rank {link.rank}: syncing the store failed ({slots.error}); its tiles "
+                  "go to the master", file=sys.stderr)
+        sends = [(task, r.record()) for task, r in durable]  # then the master writes `done`
+        sends += [(task, dataclasses.replace(r, in_place=False)) for task, r in failed]
+        for task, result in sends:
+            try:
+                with counters.timing("send"):
+                    link.result(task, result)
+            except Exception:
+                link.failed(task, traceback.format_exc())
         moved = True
     return moved
 
