@@ -181,3 +181,35 @@ def test_forced_the_device_engine_computes_the_values(cl_device, monkeypatch):
     got = gpu_newton.values(c, bits, 40, [7])
     assert got is not None and set(got.at) == {7, 40}
     assert_agree(got, c, bits, 40)
+
+
+@pytest.mark.parametrize("kind", ["nucleus", "misiurewicz"])
+def test_newton_on_the_device_finds_the_host_s_root(monkeypatch, kind):
+    """farm/numerics/newton.py takes the device's values (FARM_ORBIT_ENGINE=gpu: PoCL's
+    CPU device here) and converges to the root the host's Newton finds, to the bits asked:
+    the period-3 nucleus near -1.7549, and the Misiurewicz point c = i (preperiod 2,
+    period 2)."""
+    from farm.numerics import newton
+
+    if not gpu_orbit.devices(gpus_only=False):
+        pytest.skip("no OpenCL device")
+    bits = 1200
+    calls = []
+    real_run = gpu_newton.run
+    monkeypatch.setattr(gpu_newton, "run", lambda *a, **k: calls.append(a[2]) or real_run(*a, **k))
+
+    def solve():
+        with gmpy2.context(gmpy2.get_context(), precision=bits):
+            if kind == "nucleus":
+                return newton.nucleus(mpc(mpfr("-1.75"), mpfr("0.001")), 3, bits)
+            return newton.misiurewicz(mpc(mpfr("0.02"), mpfr("0.98")), 2, 2, bits)
+
+    monkeypatch.setenv(orbiters.ENGINE_VARIABLE, "cpu")
+    host = solve()
+    assert host is not None and not calls
+    monkeypatch.setenv(orbiters.ENGINE_VARIABLE, "gpu")
+    device = solve()
+    assert calls and set(calls) == {3 if kind == "nucleus" else 4}  # every orbit on the device
+    assert device is not None
+    with gmpy2.context(gmpy2.get_context(), precision=bits + 64):
+        assert abs(device - host) <= mpfr(2) ** (8 - bits)

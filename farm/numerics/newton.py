@@ -1,8 +1,10 @@
 """Newton's method to periodic points at the depth's precision: nuclei (roots of
 z_p(c) = 0, lower periods divided out), Misiurewicz points (roots of z_{k+q}(c) -
 z_k(c)), and the lowest return of a nucleus' orbit (which period it has). z and its
-derivative dz/dc step together, on two threads at great depths
-(mpfr_threads.NewtonOrbiter: six products a step, three a thread).
+derivative dz/dc step together: on a GPU from orbiters.GPU_ORBIT_BITS up
+(farm/numerics/gpu_newton.py, which gives them exactly at the steps asked for), else
+here, on two threads at great depths (mpfr_threads.NewtonOrbiter: six products a step,
+three a thread).
 
 Precision within one solve: Newton converges quadratically, so an iteration need only
 resolve the error it leaves, not the root's final bits. Given ``scale`` (log2 of the
@@ -20,12 +22,14 @@ there goes on at full precision.
 from __future__ import annotations
 
 import math
+import os
 
 import gmpy2
 from gmpy2 import mpc, mpfr
 
 from farm.numerics import mpfr_threads
 from farm.numerics.mpfr_points import hex_text, log2_abs, precision
+from farm.numerics.orbiters import ENGINE_VARIABLE, GPU_ORBIT_BITS
 
 NEWTON_MARGIN = 32  # bits an iteration below full precision runs at beyond the step it expects
 
@@ -126,6 +130,30 @@ class _Precision:
         self.bits = min(self.full, max(self.bits, need))
 
 
+def _orbit_at(c: mpc, bits: int, steps: int, at: set[int]) -> list[tuple[int, tuple[mpc, mpc]]]:
+    """(k, (z_k, dz_k)) for the steps ``at`` below ``steps``, in order, then for
+    ``steps`` itself: on a GPU where farm/numerics/gpu_newton.py takes the orbit (from
+    orbiters.GPU_ORBIT_BITS; FARM_ORBIT_ENGINE), else here (on two threads at great
+    depths). An orbit that leaves the device's range (it escapes) is stepped here."""
+    wanted = sorted(k for k in at if 0 < k < steps)
+    if bits >= GPU_ORBIT_BITS or os.environ.get(ENGINE_VARIABLE, "").strip().lower() == "gpu":
+        from farm.numerics import gpu_newton  # (pyopencl: only where it may run)
+
+        got = gpu_newton.values(c, bits, steps, wanted)
+        if got is not None and got.escaped is None:
+            return [(k, got[k]) for k in [*wanted, steps]]
+    out = []
+    run = _newton_orbiter(c, bits)
+    try:
+        for k in range(1, steps + 1):
+            run.step()
+            if k in at or k == steps:
+                out.append((k, (run.value(), run.derivative())))
+    finally:
+        run.close()
+    return out
+
+
 def _bad(x: mpc) -> bool:
     return x == 0 or not gmpy2.is_finite(x.real) or not gmpy2.is_finite(x.imag)
 
@@ -147,21 +175,15 @@ def nucleus(guess: mpc, period: int, bits: int, max_steps: int = 64, divide: boo
     for _ in range(max_steps):
         p = prec.bits
         with precision(p):
-            run = _newton_orbiter(+c, p)
             lower = mpc(0)  # sum of dz_k / z_k over the divisors k
             zero = False
-            try:
-                for k in range(1, period + 1):
-                    run.step()
-                    if k in divisors:
-                        z = run.value()
-                        if z == 0:
-                            zero = True
-                            break
-                        lower += run.derivative() / z
-                z, dz = run.value(), run.derivative()
-            finally:
-                run.close()
+            for k, (z, dz) in _orbit_at(+c, p, period, divisors):
+                if k == period:
+                    break
+                if z == 0:
+                    zero = True
+                    break
+                lower += dz / z
             if not zero and z != 0:
                 slope = dz / z - lower  # (log h)' for h = z_p / prod z_k
         if not prec.at_full and (zero or z == 0 or _bad(slope)):
@@ -201,16 +223,9 @@ def misiurewicz(guess: mpc, preperiod: int, period: int, bits: int, max_steps: i
     for _ in range(max_steps):
         p = prec.bits
         with precision(p):
-            run = _newton_orbiter(+c, p)
-            zk = dzk = mpc(0)
-            try:
-                for n in range(1, preperiod + period + 1):
-                    run.step()
-                    if n == preperiod:
-                        zk, dzk = run.value(), run.derivative()
-                z, dz = run.value(), run.derivative()
-            finally:
-                run.close()
+            got = dict(_orbit_at(+c, p, preperiod + period, {preperiod}))
+            zk, dzk = got.get(preperiod, (mpc(0), mpc(0)))  # (z_0 = dz_0 = 0)
+            z, dz = got[preperiod + period]
             g, slope = z - zk, dz - dzk
             if other_than is not None:
                 slope = slope - g / (c - other_than)  # (g / (c - r))' (c - r)
