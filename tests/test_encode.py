@@ -794,12 +794,34 @@ def test_weighted_segments_share_the_cost_and_keep_the_join_rules():
 
 def test_shares_follow_the_cores_each_rank_has():
     """A master and a worker on one node's 4 cores get half of them each; a rank alone
-    on 4 cores gets them all (farm/run/mpi_encode.py), and the frames go in proportion."""
+    on 4 cores gets them all (farm/encode/shares.py), and the frames go in proportion."""
     from farm.encode.segments import boundaries
-    from farm.run.mpi_encode import _capacities
+    from farm.encode.shares import capacities
 
     a, b = frozenset(range(4)), frozenset(range(4, 8))
-    capacity = _capacities([("a", a), ("a", a), ("b", b)])
+    capacity = capacities([("a", a), ("a", a), ("b", b)])
     assert capacity == [2.0, 2.0, 4.0]
     cuts = boundaries(360, 3, 30, None, capacity)
     assert cuts == [0, 90, 180, 360]
+
+
+def test_shares_dealt_in_rounds_give_every_rank_the_whole_film(tmp_path):
+    """A render on several nodes deals each rank three segments in turn (farm/run/mpi.py,
+    farm/encode/shares.py cut): every rank gets frames from the start, the middle and
+    the end, in proportion to its cores, and the segments still cover the film once."""
+    from types import SimpleNamespace
+
+    from farm.encode import VideoSettings
+    from farm.encode.shares import cut
+    from farm.spec import Color
+
+    store = SimpleNamespace(frames=360, spec=SimpleNamespace(size=(96, 54)))
+    shares = cut(store, tmp_path / "s.h5", Color(), VideoSettings(tmp_path / "v.mp4"), [4.0, 4.0, 8.0],
+                 None, rounds=3)
+    assert shares.segments == 9 and shares.owners == [0, 1, 2] * 3
+    assert shares.cuts[0] == 0 and shares.cuts[-1] == 360 and shares.cuts == sorted(set(shares.cuts))
+    frames = [sum(shares.cuts[k + 1] - shares.cuts[k] for k in shares.owned(r)) for r in range(3)]
+    assert abs(frames[2] - 2 * frames[0]) <= 12 and abs(frames[0] - frames[1]) <= 6, frames
+    for r in range(3):
+        first, last = shares.owned(r)[0], shares.owned(r)[-1]
+        assert shares.cuts[first] < 120 and shares.cuts[last + 1] > 240  # start to end
