@@ -47,6 +47,18 @@ def _slurm_up() -> bool:
 needs_slurm = pytest.mark.skipif(not _slurm_up(), reason="no Slurm (start it with .ci/slurm-up)")
 
 
+@pytest.fixture(autouse=True)
+def one_slurm_test_at_a_time():
+    """The tests run in several processes (README: pytest -n 2) but share one one-node
+    Slurm: a test here waits for the others' jobs to end (a lock file, any process)."""
+    import fcntl
+    import tempfile
+
+    with open(Path(tempfile.gettempdir()) / "zoomfarm-tests-slurm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def bare_env(**extra: str) -> dict[str, str]:
     """A shell in which no virtual environment is active and no `farm` is on PATH."""
     env = {k: v for k, v in os.environ.items()
