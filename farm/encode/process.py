@@ -133,6 +133,7 @@ def _serve(stdin: IO[str], stdout: IO[str]) -> int:
         return 0
     job = json.loads(first)
     follower = None
+    sink: Any
     if "share" in job:
         from farm.encode.shares import ShareGroup
 
@@ -176,7 +177,7 @@ class StoreFollower:
 
         self._store = Store(store_path)
         self._notify = notify
-        self._told = None
+        self._told: Any = None  # bool (frames,) told so far
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="store-follower", daemon=True)
         self._thread.start()

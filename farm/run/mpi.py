@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import signal
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from farm.compute import clstart
@@ -253,9 +254,7 @@ class NodeShares:
         transport.quiet_bcast(self._comm, made)
         return transport.quiet_gather(self._comm, None) or []
 
-    def finish(self):
-        from pathlib import Path
-
+    def finish(self) -> Path:
         from farm.encode import VideoSettings
         from farm.run.mpi_encode import join_shares
 
@@ -282,8 +281,6 @@ class NodeShares:
 
 def _still(session: Session) -> None:
     """Rank 0: a one-frame film's image, once its render is complete."""
-    from pathlib import Path
-
     from farm.encode import VideoSettings, encode_video, record
 
     assert session.job is not None and session.video is not None

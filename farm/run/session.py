@@ -9,7 +9,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from farm import spec as specmod
 from farm.errors import Interrupted, RenderFailed
@@ -42,6 +42,22 @@ class RenderOptions:
     master: MasterOptions = field(default_factory=MasterOptions)
 
 
+class VideoSink(Protocol):
+    """What the master session asks of the video made alongside the render: the video's
+    process on this host (farm/encode/process.py SinkProcess), or the shares of several
+    nodes (farm/run/mpi.py NodeShares)."""
+
+    color_s: float
+    write_s: float
+    written: int
+
+    def frame_complete(self, f: int) -> None: ...
+
+    def finish(self) -> Path: ...
+
+    def abort(self) -> None: ...
+
+
 @dataclass
 class Session:
     """The master's side of one render, from the store's preparation to its end."""
@@ -50,7 +66,7 @@ class Session:
     store_path: Path
     options: RenderOptions
     timing: MasterTiming
-    sink: SinkProcess | None  # the video, coloured and encoded while the render runs
+    sink: VideoSink | None  # the video, coloured and encoded while the render runs
     video_path: Path | None = None  # where the sink put it
     job: specmod.JobSpec | None = None  # whose video settings the sink has
     video: str | None = None  # the video path the sink was given
