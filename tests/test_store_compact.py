@@ -308,3 +308,31 @@ def test_a_deep_zooms_histogram_rows_take_no_room_once_compacted(tmp_path):
             assert np.array_equal(raw.histogram, prefix) and planes is not None
             assert np.array_equal(planes.iterations, shuffle(raw.iterations).ravel())
             assert np.array_equal(planes.fraction, shuffle(raw.fraction).ravel())
+
+
+def test_the_video_s_tail_reads_the_store_while_it_is_compacted(tmp_path):
+    """The store is compacted while the video's process still colours frames (slowed to
+    0.2 s a frame): its readers keep the descriptors they opened, so the video is the
+    one `farm encode` makes from the compacted store, frame for frame at CRF 0, and the
+    run's row records the video's end after the compaction."""
+    from farm.runtime.media import ffmpeg_binary
+
+    job = _job(tmp_path, "tail", frames=12, max_iter=200)
+    job.write_text(job.read_text().replace("[output]", "[output]\ncrf = 0"))
+    done = run_farm("render", str(job), env={"FARM_TEST_FRAME_DELAY": "0.2"})
+    assert done.returncode == 0, done.stderr
+    assert "store compacted" in done.stderr
+    store, video = job.with_suffix(".h5"), job.with_suffix(".mp4")
+    assert compact.is_compact(store)
+    again = tmp_path / "again.mp4"
+    assert run_farm("encode", str(store), "--video", str(again)).returncode == 0
+
+    def frames(path: Path) -> list[str]:
+        out = subprocess.run([ffmpeg_binary(), "-v", "error", "-i", str(path), "-map", "0:v:0",
+                              "-f", "framemd5", "-"], capture_output=True, text=True, check=True).stdout
+        return [line.split(",")[-1].strip() for line in out.splitlines() if line and line[0] != "#"]
+
+    assert len(frames(video)) == 12 and frames(video) == frames(again)
+    with Store(store) as s:
+        run = s.status()["run"]["timeline"]
+    assert run["video_frames"] == 12 and run["ended"] == run["video_ended"] >= run["render_ended"]

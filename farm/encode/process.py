@@ -53,6 +53,8 @@ class SinkProcess:
     of a second on an H200 host) and the child's imports overlap the render's start.
     :meth:`start` gives it the job once the store exists."""
 
+    local = True  # it reads the store on the master's host
+
     def __init__(self) -> None:
         self.color_s = self.write_s = 0.0
         self.written = 0

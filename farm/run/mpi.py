@@ -240,6 +240,8 @@ class NodeShares:
     Otherwise they drop theirs when the ``with`` block is left: only then, since a render
     that failed may not have released its workers yet (the master's caller does)."""
 
+    local = False  # nodes that read the store finish before it is compacted (renamed over)
+
     def __init__(self, comm, session: Session, shares: Shares):
         self._comm, self._session, self._shares = comm, session, shares
         self._told = False

@@ -5,11 +5,13 @@ loop over the pending tiles with progress, the video made alongside by the frame
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from farm import spec as specmod
 from farm.errors import Interrupted, RenderFailed
@@ -50,6 +52,7 @@ class VideoSink(Protocol):
     color_s: float
     write_s: float
     written: int
+    local: bool  # it reads the store on this host (so its descriptors outlive a rename)
 
     def frame_complete(self, f: int) -> None: ...
 
@@ -147,31 +150,28 @@ def _write_session(session: Session, link: transport.MasterLink,
             for line in session.announce:
                 print(line, file=sys.stderr)
             report = _render(session, writer, link, pending, timeline)
-        if sink:
-            if report is None or report.end.status == "finished":
-                writer.sync_soon()  # the store to disk while the video's tail is made
-                t0 = time.perf_counter()
-                session.video_path = sink.finish()
-                timeline.update(video_ended=time.time(), color_s=sink.color_s,
-                                encode_s=sink.write_s, video_frames=sink.written)
-                timeline.setdefault("render_ended", time.time() - (time.perf_counter() - t0))
-            else:
-                sink.abort()
+        video = sink is not None and (report is None or report.end.status == "finished")
+        if sink and not video:
+            sink.abort()
+        if video:
+            writer.sync_soon()  # the store to disk while the video's tail is made
+            timeline.setdefault("render_ended", time.time())
         writer.end_run(timeline)
+        run = writer.run
+    if sink is not None and video and not sink.local:  # nodes reading the store: before the rename
+        _finish_video(session, sink, run)
+    packing = _Compaction(path, plan)  # beside the video's tail where the video is made here
+    if sink is not None and video and sink.local:
+        try:
+            _finish_video(session, sink, run)
+        except BaseException:
+            packing.wait_unless_interrupted()
+            raise
+    packed = packing.result()
     if session.video_path is not None and session.job is not None:  # the writer has closed
         from farm.encode import record
 
         record.remember(session.store_path, session.video_path, session.job)
-    try:
-        packed = compact.compact(path, plan)  # None: not complete, or compacted before
-    except OSError as err:  # the store is complete as it is: the render succeeded
-        packed, st = None, path.stat()
-        why = (f"{err.strerror}: free space first" if isinstance(err, compact.NoRoom)
-               else space.disk_full_reason(path, err) if space.is_disk_full(err)
-               else f"compacting it failed ({err.strerror or err})")
-        print(f"farm: {path} stays sparse, {space.human(st.st_size)} long for "
-              f"{space.human(st.st_blocks * 512)} on disk (copies that keep no holes take its "
-              f"length): {why}; `farm resume {path}` compacts it", file=sys.stderr)
     if options.progress and (report is not None or sink):
         with Store(session.store_path) as store:
             lines = timeline_lines(store.status()["run"])
@@ -181,6 +181,61 @@ def _write_session(session: Session, link: transport.MasterLink,
               f"disk and in copies ({space.human(packed.length_before)} long while it rendered)",
               file=sys.stderr)
     return report
+
+
+def _finish_video(session: Session, sink: VideoSink, run: int) -> None:
+    """Wait for the video; its figures into the run's row (the writer has closed)."""
+    from farm.store import runs
+
+    session.video_path = sink.finish()
+    now = time.time()
+    runs.update(session.store_path, run, {"video_ended": now, "ended": now, "color_s": sink.color_s,
+                                          "encode_s": sink.write_s, "video_frames": sink.written})
+
+
+class _Compaction:
+    """farm/store/compact.py's compaction of a complete store, on a thread of its own so
+    that it runs while the video's tail is made: the video's process reads the store
+    through descriptors it opened before (farm/store/reader.py), which keep reading the
+    store as it was after the compacted copy is renamed over it. A daemon thread: an
+    interrupt does not wait for it (a compaction killed before its rename leaves the
+    store as the render left it)."""
+
+    def __init__(self, path: Path, plan: Plan):
+        self.path, self.plan = path, plan
+        self.packed: Any = None
+        self.error: OSError | None = None
+        self._thread = threading.Thread(target=self._run, name="farm-compact", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from farm.store import compact
+
+        try:
+            self.packed = compact.compact(self.path, self.plan)  # None: not complete, or before
+        except OSError as err:  # the store is complete as it is: the render succeeded
+            self.error = err
+
+    def wait_unless_interrupted(self) -> None:
+        with contextlib.suppress(KeyboardInterrupt):
+            self._thread.join()
+
+    def result(self) -> Any:
+        """The Compaction (or None); on an OSError, None and one line on stderr."""
+        from farm.store import compact
+
+        self._thread.join()
+        err, path = self.error, self.path
+        if err is None:
+            return self.packed
+        st = path.stat()
+        why = (f"{err.strerror}: free space first" if isinstance(err, compact.NoRoom)
+               else space.disk_full_reason(path, err) if space.is_disk_full(err)
+               else f"compacting it failed ({err.strerror or err})")
+        print(f"farm: {path} stays sparse, {space.human(st.st_size)} long for "
+              f"{space.human(st.st_blocks * 512)} on disk (copies that keep no holes take its "
+              f"length): {why}; `farm resume {path}` compacts it", file=sys.stderr)
+        return None
 
 
 def video_in_place(session: Session) -> bool:

@@ -77,7 +77,10 @@ class Store:
         self.spec = _parsed(self.spec_text, f"{path}:spec")
         self.method = str(self.file.attrs.get("method", "frames"))
         self._plan: Plan | None = None
-        self._fd = -1  # for reading chunks and the rows a render changes directly
+        # for reading chunks and the rows a render changes directly; opened now, so that it
+        # and the HDF5 handle read the same file should the store be compacted (renamed
+        # over) while this reader lives (a video finishing beside the compaction)
+        self._fd = os.open(self.path, os.O_RDONLY)
         self._offset_map: dict[str, int] | None = None
         self._fd_lock = threading.Lock()
         self._chunk_key: tuple | None = None
