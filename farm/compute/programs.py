@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import time
 import warnings
 import weakref
 from importlib import resources
@@ -24,7 +23,7 @@ from pathlib import Path
 import pyopencl as cl
 
 from farm.errors import DeviceError
-from farm.runtime.cache import cache_dir
+from farm.runtime.cache import log_build
 
 FORMAT_SOURCES = {"f64": "f64.cl", "fp128": "fp128.cl", "quad-single": "qs.cl",
                   "perturb": "perturb.cl"}
@@ -66,23 +65,12 @@ def build(ctx: cl.Context, names: tuple[str, ...], options: tuple[str, ...] = ()
     return program
 
 
-def build_log() -> Path:
-    """Where the OpenCL compilers' messages go (they would print over the progress bars)."""
-    return cache_dir() / "build.log"
-
-
 def _log_build(program: cl.Program, names: tuple[str, ...], opts: str) -> None:
-    """Append a build's compiler output (the warnings of a build that worked) to
-    :func:`build_log`."""
-    with contextlib.suppress(OSError, cl.Error):
-        path = build_log()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8", errors="replace") as log:
-            for dev in program.devices:
-                text = program.get_build_info(dev, cl.program_build_info.LOG).strip()
-                if text:
-                    log.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} {'+'.join(names)} {opts} "
-                              f"on {dev.name.strip()}\n{text}\n")
+    """A build's compiler output (the warnings of a build that worked) into the build log."""
+    with contextlib.suppress(cl.Error):
+        log_build(f"{'+'.join(names)} {opts}",
+                  [(d.name.strip(), program.get_build_info(d, cl.program_build_info.LOG).strip())
+                   for d in program.devices])
 
 
 def device_options(device: cl.Device, local_bins: int) -> tuple[str, ...]:

@@ -28,7 +28,6 @@ import collections
 import contextlib
 import functools
 import math
-import time
 import warnings
 from collections.abc import Callable
 from importlib import resources
@@ -42,7 +41,7 @@ from gmpy2 import mpc
 from farm.errors import DeviceError
 from farm.numerics import ntt_layout as nl
 from farm.numerics.orbit import TINY_LOG2, Orbit
-from farm.runtime.cache import cache_dir
+from farm.runtime.cache import log_build
 
 BATCH = 1024  # steps between two reads of the points on a GPU
 CPU_BATCH = 8  # on other devices (PoCL's CPU device slows down with long queues)
@@ -107,15 +106,10 @@ def program(queue: cl.CommandQueue, options: tuple[str, ...], files: tuple[str, 
 
 
 def _log_build(prg: cl.Program, files: tuple[str, ...], options: tuple[str, ...]) -> None:
-    with contextlib.suppress(OSError, cl.Error):
-        path = cache_dir() / "build.log"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8", errors="replace") as log:
-            for dev in prg.devices:
-                text = prg.get_build_info(dev, cl.program_build_info.LOG).strip()
-                if text:
-                    log.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} {' + '.join(files)} "
-                              f"{' '.join(options)} on {dev.name.strip()}\n{text}\n")
+    with contextlib.suppress(cl.Error):
+        log_build(f"{' + '.join(files)} {' '.join(options)}",
+                  [(d.name.strip(), prg.get_build_info(d, cl.program_build_info.LOG).strip())
+                   for d in prg.devices])
 
 
 class DeviceOrbit:
