@@ -237,6 +237,7 @@ def test_a_failing_device_falls_back_once_said_unless_forced(monkeypatch, capsys
     monkeypatch.setattr(gpu_orbit, "orbit", fail)
     monkeypatch.setattr(gpu_orbit, "devices", lambda gpus_only=True: ["a GPU"])
     monkeypatch.setattr(orbiters, "_said", set())
+    monkeypatch.setattr(orbiters, "GPU_ORBIT_MIN_S", 0.0)  # (20 steps: the device however short)
     monkeypatch.setenv("FARM_ORBIT_ENGINE", "auto")
     c, bits = cardioid(25_000), 25_000
     first = orbiters.orbit(c, bits, 20, 4.0)
@@ -256,3 +257,24 @@ def test_forced_the_device_engine_computes_the_orbit(cl_device, monkeypatch):
     monkeypatch.setattr(gpu_orbit, "devices", lambda gpus_only=True: [cl_device[1]])
     monkeypatch.setenv("FARM_ORBIT_ENGINE", "gpu")
     assert compare(orbiters.orbit(c, bits, 400, 4.0), want) == len(want)
+
+
+def test_a_short_orbit_stays_on_the_host(monkeypatch):
+    """Where the host would take less than GPU_ORBIT_MIN_S (a process's first device orbit
+    pays 1-2 s of OpenCL start-up), auto does not try the device; a long one does."""
+    tried = []
+
+    def device_orbit(*args, **kwargs):
+        tried.append(args[2])
+        raise gpu_orbit.Unavailable("not here")
+
+    monkeypatch.setattr(gpu_orbit, "orbit", device_orbit)
+    monkeypatch.setattr(gpu_orbit, "devices", lambda gpus_only=True: ["a GPU"])
+    monkeypatch.setattr(orbiters, "_said", set())
+    monkeypatch.setenv("FARM_ORBIT_ENGINE", "auto")
+    bits = 33_000
+    assert orbiters.host_seconds(bits, 500) < orbiters.GPU_ORBIT_MIN_S <= orbiters.host_seconds(bits, 50_000)
+    c = cardioid(bits)
+    assert len(orbiters.orbit(c, bits, 500, 4.0)) == 501 and tried == []
+    orbiters.orbit(c, bits, 50_000, 1e-300)  # escapes at once on the host after the device said no
+    assert tried == [50_000]

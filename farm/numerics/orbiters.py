@@ -164,7 +164,16 @@ def restart(c: mpc, bits: int, saved: object) -> Orbiter:
     return orbiter(c, bits, saved)
 
 
-GPU_ORBIT_BITS = 20_000  # from this precision up, orbit() runs on a GPU where there is one
+GPU_ORBIT_BITS = 20_000  # from this precision up, orbit() runs on a GPU where there is one ...
+GPU_ORBIT_MIN_S = 2.0  # ... for an orbit the host would take this long at least: a process's
+# first device orbit pays 1-2 s of OpenCL start-up (platforms, context, kernels; H200 hosts)
+
+
+def host_seconds(bits: int, steps: int) -> float:
+    """About how long the host's engines take for ``steps`` steps at ``bits`` bits: MPFR
+    on two threads of the GPU machines' hosts took 0.10-0.12 ms a step at 33k bits,
+    0.27-0.30 at 100k and 1.1-2.2 at 333k (BENCHMARKS.md, "Reference orbits")."""
+    return steps * 1.1e-4 * (bits / 33_000) ** 1.2
 ENGINE_VARIABLE = "FARM_ORBIT_ENGINE"  # auto | gpu | cpu (docs/reference-cli.md)
 
 
@@ -174,14 +183,16 @@ def orbit(c: mpc, bits: int, steps: int, r2: float, progress: Callable[[int], No
     them: L - 1 = steps, or the last n before |Z(n)|^2 > r2 when c escapes sooner.
     ``progress(n)`` is called every 4096 steps.
 
-    On a GPU from GPU_ORBIT_BITS up (farm/numerics/gpu_orbit.py), else on this host
-    (:func:`orbiter`); FARM_ORBIT_ENGINE=gpu takes the device engine at any precision
-    and on any OpenCL device (PoCL's CPU device too; its failures are errors), =cpu
-    never. Where the device engine fails, the host computes the orbit, saying why once."""
+    On a GPU from GPU_ORBIT_BITS up when the host would take GPU_ORBIT_MIN_S or more
+    (farm/numerics/gpu_orbit.py), else on this host (:func:`orbiter`);
+    FARM_ORBIT_ENGINE=gpu takes the device engine at any precision and length and on
+    any OpenCL device (PoCL's CPU device too; its failures are errors), =cpu never.
+    Where the device engine fails, the host computes the orbit, saying why once."""
     engine = os.environ.get(ENGINE_VARIABLE, "auto").strip().lower() or "auto"
     if engine not in ("auto", "gpu", "cpu"):
         raise UsageError(f"{ENGINE_VARIABLE} must be auto, gpu or cpu, not {engine!r}")
-    if engine == "gpu" or (engine == "auto" and bits >= GPU_ORBIT_BITS):
+    if engine == "gpu" or (engine == "auto" and bits >= GPU_ORBIT_BITS
+                           and host_seconds(bits, steps) >= GPU_ORBIT_MIN_S):
         got = _device_orbit(c, bits, steps, r2, progress, forced=engine == "gpu")
         if got is not None:
             return got
