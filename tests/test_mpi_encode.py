@@ -172,3 +172,19 @@ def test_an_interrupted_render_on_two_nodes_leaves_no_video_and_resumes(store, t
     one = tmp_path / "one.mp4"
     assert run_farm("encode", str(tmp_path / "nodes.h5"), "--video", str(one)).returncode == 0
     assert frame_table(tmp_path / "nodes.mp4") == frame_table(one)
+
+
+def test_a_film_too_short_for_every_node_still_gets_its_video(store, tmp_path):
+    """Five frames make one segment (none is shorter than three frames): on two nodes one
+    worker has no share of the video, and still answers the master (it used to be left
+    out of the master's call for the shares' reports). The video has its five frames."""
+    job = tmp_path / "short.toml"
+    job.write_text((store.parent / "z.toml").read_text()
+                   .replace(str(store.parent / "z.h5"), str(tmp_path / "short.h5"))
+                   .replace(str(store.parent / "z.mp4"), str(tmp_path / "short.mp4"))
+                   .replace(f"frames = {FRAMES}", "frames = 5"))
+    nodes = two_nodes("render", str(job), "--share-devices")
+    assert nodes.returncode == 0, nodes.stderr
+    assert "video shares: rank 1 5 frames" in nodes.stderr and "rank 2" not in nodes.stderr, nodes.stderr
+    assert len(frame_table(tmp_path / "short.mp4")) == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["short.h5", "short.mp4", "short.toml"]

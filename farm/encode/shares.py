@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import socket
+import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -108,6 +109,24 @@ def share_sink(shares: Shares, k: int, progress: bool = False) -> FrameSink:
     frames = range(shares.cuts[k], shares.cuts[k + 1])
     return FrameSink(shares.store, output, Style.from_settings(shares.color), shares.color.smoothing,
                      frames, progress=progress)
+
+
+@dataclass(frozen=True)
+class ShareReport:
+    """What a rank says of its share once it has ended: None or why it failed (one line),
+    the seconds it took, and for the run's timeline its colouring and writing seconds
+    and the frames it wrote."""
+
+    why: str | None
+    seconds: float
+    color_s: float = 0.0
+    write_s: float = 0.0
+    written: int = 0
+
+    @classmethod
+    def failed(cls, err: BaseException, seconds: float) -> ShareReport:
+        lines = str(err).strip().splitlines() or traceback.format_exception_only(err)
+        return cls(lines[0].strip(), seconds)
 
 
 class ShareGroup:

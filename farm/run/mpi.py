@@ -52,7 +52,7 @@ from farm.store.lock import StoreLock
 
 if TYPE_CHECKING:
     from farm.encode.process import SinkProcess
-    from farm.encode.shares import Shares
+    from farm.encode.shares import ShareReport, Shares
 
 SHARE_ROUNDS = 3  # segments of the video a worker rank makes (dealt in turn), on several nodes
 
@@ -160,14 +160,17 @@ def _worker_rank(comm, video_comm, share: SinkProcess | None, bound, local_worke
             if plan is not None:
                 refs = _bcast_references(comm, None)
                 if video_comm is not None:
+                    assert share is not None
                     shares = _share_in(video_comm, share)
                 if bound is not None:
                     _mpi_worker(comm, plan, refs, codec, bound, local_workers, offer)
         finally:
             clstart.release_unused()
-        if shares is not None:
-            assert share is not None
+        if shares is not None:  # every worker answers, those without a segment too
             made = transport.quiet_bcast(video_comm)  # the master: did the render end well?
+            if share is not None and not shares.owned(comm.Get_rank() - 1):
+                share.abort()  # (it was given no segment)
+                share = None
             transport.quiet_gather(video_comm, _finish_share(share, made))
             share = None
     finally:
@@ -200,36 +203,39 @@ def _share_out(comm, session: Session, in_place: bool) -> Shares | None:
     return shares
 
 
-def _share_in(comm, share: SinkProcess | None) -> Shares | None:
-    """A worker rank: its share of the video from rank 0, given to its sink process."""
+def _share_in(comm, share: SinkProcess) -> Shares | None:
+    """A worker rank: the video's shares from rank 0 (None: no video to share); this
+    rank's segments, if the film has some for it, go to its sink process."""
     from farm.encode.shares import cores_here
 
     transport.quiet_gather(comm, cores_here())
     shares = transport.quiet_bcast(comm)
     r = comm.Get_rank() - 1
-    if shares is None or share is None or not shares.owned(r):
-        return None
-    share.follow_share(shares, r)
+    if shares is not None and shares.owned(r):
+        share.follow_share(shares, r)
     return shares
 
 
-def _finish_share(share: SinkProcess, made: bool) -> tuple[str | None, float, float, float, int]:
-    """The share's report for rank 0: None or why it failed (one line), the seconds its
-    sink took after the render ended, its colouring and writing seconds, its frames."""
+def _finish_share(share: SinkProcess | None, made: bool) -> ShareReport:
+    """The report for rank 0 of this rank's segments (``share``: None where it has none;
+    the seconds: those its sink took after the render ended)."""
     import time
 
+    from farm.encode.shares import ShareReport
+
     t0 = time.perf_counter()
-    if not made:
-        share.abort()
-        return None, 0.0, 0.0, 0.0, 0
+    if share is None or not made:
+        if share is not None:
+            share.abort()
+        return ShareReport(None, 0.0)
     try:
         share.finish()
     except FarmError as err:
-        return (str(err).strip().splitlines() or ["failed"])[0], time.perf_counter() - t0, 0.0, 0.0, 0
+        return ShareReport.failed(err, time.perf_counter() - t0)
     except BaseException:
         share.abort()
         raise
-    return None, time.perf_counter() - t0, share.color_s, share.write_s, share.written
+    return ShareReport(None, time.perf_counter() - t0, share.color_s, share.write_s, share.written)
 
 
 class NodeShares:
@@ -263,10 +269,10 @@ class NodeShares:
         job, video = self._session.job, self._session.video
         assert job is not None and video is not None
         reports = self._tell(True)
-        done = [r for r in reports[1:] if r is not None and not r[0]]
-        self.color_s = max((r[2] for r in done), default=0.0)  # the slowest node's
-        self.write_s = max((r[3] for r in done), default=0.0)
-        self.written = sum(r[4] for r in done)
+        done = [r for r in reports[1:] if not r.why]
+        self.color_s = max((r.color_s for r in done), default=0.0)  # the slowest node's
+        self.write_s = max((r.write_s for r in done), default=0.0)
+        self.written = sum(r.written for r in done)
         return join_shares(self._shares, reports, VideoSettings.from_spec(job, Path(video)),
                            self._session.options.progress, first_rank=1)
 

@@ -22,14 +22,22 @@ import contextlib
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 
 from farm.encode import check_complete, check_video
 from farm.encode.audio import mux
 from farm.encode.ffmpeg import EncodeError, VideoSettings
 from farm.encode.segments import join
-from farm.encode.shares import ShareGroup, Shares, capacities, cores_here, cut, frame_weights, segment_file
+from farm.encode.shares import (
+    ShareGroup,
+    ShareReport,
+    Shares,
+    capacities,
+    cores_here,
+    cut,
+    frame_weights,
+    segment_file,
+)
 from farm.runtime.media import track_seconds
 from farm.schedule.transport import quiet_bcast, quiet_gather
 from farm.spec import Color
@@ -61,20 +69,19 @@ def lead(comm, store_path: str | os.PathLike[str], color: Color, video: VideoSet
     return join_shares(shares, reports, video, progress)
 
 
-def join_shares(shares: Shares, reports: list[tuple], video: VideoSettings,
+def join_shares(shares: Shares, reports: list[ShareReport], video: VideoSettings,
                 progress: bool, first_rank: int = 0) -> Path:
     """Rank 0, every rank's report in (rank ``first_rank + r`` made the segments
-    ``shares.owned(r)``; a report opens with None or why it failed, then the seconds it
-    took): join the segments by stream copy and mux the soundtrack; or, where a share
-    failed, remove them all and say which rank failed and why."""
+    ``shares.owned(r)``): join the segments by stream copy and mux the soundtrack; or,
+    where a share failed, remove them all and say which rank failed and why."""
     parts = [segment_file(shares, k) for k in range(shares.segments)]
     mine = [(first_rank + r, shares.owned(r), report) for r, report in enumerate(reports[first_rank:])
             if shares.owned(r)]
-    failed = [(rank, report[0]) for rank, _, report in mine if report[0]]
+    failed = [(rank, report.why) for rank, _, report in mine if report.why]
     if progress and not failed:
         print("farm: video shares: " + ", ".join(
             f"rank {rank} {sum(shares.cuts[k + 1] - shares.cuts[k] for k in owned)} frames"
-            f"{_frames_text(shares, owned)} in {report[1]:.1f} s"
+            f"{_frames_text(shares, owned)} in {report.seconds:.1f} s"
             for rank, owned, report in mine), file=sys.stderr)
     if failed:
         _remove(parts)
@@ -113,12 +120,12 @@ def follow(comm) -> None:
         quiet_gather(comm, _encode_share(shares, comm.Get_rank(), False))
 
 
-def _encode_share(shares: Shares, rank: int, progress: bool) -> tuple[str | None, float]:
-    """Encode segment ``rank`` (nothing where the film has fewer segments than ranks):
-    None or why it failed (one line), and the seconds it took."""
+def _encode_share(shares: Shares, rank: int, progress: bool) -> ShareReport:
+    """Encode the segments of ``rank`` (none where the film has fewer segments than
+    ranks), and say how it went."""
     t0 = time.perf_counter()
     if not shares.owned(rank):
-        return None, 0.0
+        return ShareReport(None, 0.0)
     try:
         sink = ShareGroup(shares, rank, progress)
         try:
@@ -129,9 +136,8 @@ def _encode_share(shares: Shares, rank: int, progress: bool) -> tuple[str | None
             sink.abort()
             raise
     except Exception as err:  # (an interrupt ends the rank; mpiexec ends the others)
-        lines = str(err).strip().splitlines() or traceback.format_exception_only(err)
-        return lines[0].strip(), time.perf_counter() - t0
-    return None, time.perf_counter() - t0
+        return ShareReport.failed(err, time.perf_counter() - t0)
+    return ShareReport(None, time.perf_counter() - t0)
 
 
 def _remove(paths: list[Path]) -> None:
