@@ -166,8 +166,7 @@ def _advance(renderer: TileRenderer, packer: Packer, link: WorkerLink, running: 
             if result.in_place and slots is not None:
                 slots.submit((task, result))  # sent below once durable
             else:
-                with counters.timing("send"):
-                    link.result(task, result)
+                _send(link, counters, task, result)
         except Exception:
             link.failed(task, traceback.format_exc())
         moved = True
@@ -180,13 +179,18 @@ def _advance(renderer: TileRenderer, packer: Packer, link: WorkerLink, running: 
         sends = [(task, r.record()) for task, r in durable]  # then the master writes `done`
         sends += [(task, dataclasses.replace(r, in_place=False)) for task, r in failed]
         for task, result in sends:
-            try:
-                with counters.timing("send"):
-                    link.result(task, result)
-            except Exception:
-                link.failed(task, traceback.format_exc())
+            _send(link, counters, task, result)
         moved = True
     return moved
+
+
+def _send(link: WorkerLink, counters, task: Task, result) -> None:
+    """A tile's result to the master; one that cannot be sent fails its tile."""
+    try:
+        with counters.timing("send"):
+            link.result(task, result)
+    except Exception:
+        link.failed(task, traceback.format_exc())
 
 
 def _wait(renderer: TileRenderer, running: deque, packing: deque, slots: SlotWriter | None = None,
