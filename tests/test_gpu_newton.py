@@ -163,7 +163,7 @@ def test_a_failing_device_falls_back_once_said_unless_forced(monkeypatch, capsys
 
     monkeypatch.setattr(gpu_newton, "run", fail)
     monkeypatch.setattr(gpu_orbit, "devices", lambda gpus_only=True: ["a GPU"])
-    monkeypatch.setattr(gpu_newton, "_said", set())
+    monkeypatch.setattr(orbiters, "_said", set())
     monkeypatch.setenv("FARM_ORBIT_ENGINE", "auto")
     c, bits = cardioid(1000), orbiters.GPU_ORBIT_BITS
     assert gpu_newton.values(c, bits, 100) is None and gpu_newton.values(c, bits, 100) is None

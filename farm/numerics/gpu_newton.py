@@ -30,8 +30,6 @@ the CPU too.
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -40,11 +38,11 @@ import numpy as np
 import pyopencl as cl
 from gmpy2 import mpc
 
-from farm.errors import DeviceError, UsageError
+from farm.errors import DeviceError
 from farm.numerics import gpu_orbit
 from farm.numerics import ntt_layout as nl
 from farm.numerics.gpu_orbit import Unavailable
-from farm.numerics.orbiters import ENGINE_VARIABLE, GPU_ORBIT_BITS
+from farm.numerics.orbiters import GPU_ORBIT_BITS, on_the_host, orbit_engine
 
 FILES = gpu_orbit.SOURCES + ("newton_ntt.cl",)
 KERNELS = ("newton_forward", "newton_rows", "newton_inverse", "newton_normalise", "newton_state")
@@ -215,19 +213,12 @@ def _derivative(ddig: np.ndarray, state: np.ndarray, lay: nl.Layout) -> mpc:
         return mpc(*parts)
 
 
-def _engine() -> str:
-    engine = os.environ.get(ENGINE_VARIABLE, "auto").strip().lower() or "auto"
-    if engine not in ("auto", "gpu", "cpu"):
-        raise UsageError(f"{ENGINE_VARIABLE} must be auto, gpu or cpu, not {engine!r}")
-    return engine
-
-
 def device(bits: int, steps: int) -> cl.Device | None:
     """The device :func:`values` runs on, as farm/numerics/orbiters.py's orbit() picks
     one: the first GPU from GPU_ORBIT_BITS up (FARM_ORBIT_ENGINE=auto, the default),
     the first OpenCL device at any precision (=gpu), none (=cpu, or no device, or
     ``steps`` past MAX_STEPS)."""
-    engine = _engine()
+    engine = orbit_engine()
     if engine == "cpu" or steps >= MAX_STEPS or (engine == "auto" and bits < GPU_ORBIT_BITS):
         return None
     found = gpu_orbit.devices(gpus_only=engine == "auto")
@@ -240,15 +231,12 @@ def available(bits: int, steps: int) -> bool:
     return device(bits, steps) is not None
 
 
-_said: set[str] = set()
-
-
 def values(c: mpc, bits: int, steps: int, at: Iterable[int] = ()) -> Values | None:
     """:func:`run` on :func:`device`'s choice, or None where the host should step
     instead: no device for these bits, or the device failed (one line on stderr,
     once a reason). With FARM_ORBIT_ENGINE=gpu there is no fall-back: no device, or
     its failure, raises :class:`Unavailable`."""
-    forced = _engine() == "gpu"
+    forced = orbit_engine() == "gpu"
     try:
         dev = device(bits, steps)
         if dev is None:
@@ -259,7 +247,5 @@ def values(c: mpc, bits: int, steps: int, at: Iterable[int] = ()) -> Values | No
     except DeviceError as err:
         if forced:
             raise
-        if str(err) not in _said:
-            _said.add(str(err))
-            print(f"farm: warning: Newton's orbit on the CPU: {err}", file=sys.stderr, flush=True)
+        on_the_host("Newton's orbit", err)
         return None

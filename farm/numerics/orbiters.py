@@ -188,9 +188,7 @@ def orbit(c: mpc, bits: int, steps: int, r2: float, progress: Callable[[int], No
     FARM_ORBIT_ENGINE=gpu takes the device engine at any precision and length and on
     any OpenCL device (PoCL's CPU device too; its failures are errors), =cpu never.
     Where the device engine fails, the host computes the orbit, saying why once."""
-    engine = os.environ.get(ENGINE_VARIABLE, "auto").strip().lower() or "auto"
-    if engine not in ("auto", "gpu", "cpu"):
-        raise UsageError(f"{ENGINE_VARIABLE} must be auto, gpu or cpu, not {engine!r}")
+    engine = orbit_engine()
     if engine == "gpu" or (engine == "auto" and bits >= GPU_ORBIT_BITS
                            and host_seconds(bits, steps) >= GPU_ORBIT_MIN_S):
         got = _device_orbit(c, bits, steps, r2, progress, forced=engine == "gpu")
@@ -212,7 +210,24 @@ def orbit(c: mpc, bits: int, steps: int, r2: float, progress: Callable[[int], No
     return rec.orbit()
 
 
+def orbit_engine() -> str:
+    """FARM_ORBIT_ENGINE: auto (the default), gpu or cpu; a UsageError otherwise."""
+    engine = os.environ.get(ENGINE_VARIABLE, "auto").strip().lower() or "auto"
+    if engine not in ("auto", "gpu", "cpu"):
+        raise UsageError(f"{ENGINE_VARIABLE} must be auto, gpu or cpu, not {engine!r}")
+    return engine
+
+
 _said: set[str] = set()
+
+
+def on_the_host(what: str, err: BaseException) -> None:
+    """Say that ``what`` runs on the CPU because the device engine failed: one line on
+    stderr, once a reason."""
+    line = f"farm: warning: {what} on the CPU: {err}"
+    if line not in _said:
+        _said.add(line)
+        print(line, file=sys.stderr, flush=True)
 
 
 def _device_orbit(c: mpc, bits: int, steps: int, r2: float, progress: Callable[[int], None] | None,
@@ -232,9 +247,7 @@ def _device_orbit(c: mpc, bits: int, steps: int, r2: float, progress: Callable[[
     except (ImportError, DeviceError) as err:
         if forced:
             raise
-        if str(err) not in _said:
-            _said.add(str(err))
-            print(f"farm: warning: reference orbit on the CPU: {err}", file=sys.stderr, flush=True)
+        on_the_host("reference orbit", err)
         return None
 
 
