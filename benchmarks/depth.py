@@ -163,21 +163,28 @@ def old_form(c, bits, steps):
         return (time.perf_counter() - t) / steps
 
 
+def stepped(o, steps, each, after=lambda: None):
+    """Seconds a step of the stepper ``o`` (12 steps first, not timed): each step
+    ``o.step()`` then ``each()``, and ``after()`` once at the end; ``o`` closed."""
+    try:
+        for _ in range(12):
+            o.step()
+        t = time.perf_counter()
+        for _ in range(steps):
+            o.step()
+            each()
+        after()
+        return (time.perf_counter() - t) / steps
+    finally:
+        o.close()
+
+
 def orbiter(kind):
     def run(c, bits, steps):
         from farm.numerics import period as per
 
         o = kind(per.parse(c, bits), bits)
-        try:
-            for _ in range(12):
-                o.step()
-            t = time.perf_counter()
-            for _ in range(steps):
-                o.step()
-                o.point()
-            return (time.perf_counter() - t) / steps
-        finally:
-            o.close()
+        return stepped(o, steps, o.point)
     return run
 
 
@@ -257,16 +264,7 @@ def newton_host(c, bits, steps):
 
     with precision(bits):  # as newton.py runs it (gmpy2 takes the context's precision)
         o = newton._newton_orbiter(per.parse(c, bits), bits)
-        try:
-            for _ in range(12):
-                o.step()
-            t = time.perf_counter()
-            for _ in range(steps):
-                o.step()
-            o.value(), o.derivative()
-            return (time.perf_counter() - t) / steps
-        finally:
-            o.close()
+        return stepped(o, steps, lambda: None, lambda: (o.value(), o.derivative()))
 
 
 def device_newton(device):
