@@ -6,7 +6,7 @@
 #   steps: any of
 #   devices tests kernels quick ptx bench perturb skipping skipvariants steprun zoom zoomskip
 #   farm scaling pipeline wholescaling packsweep expmap samples depth videoprofile floor
-#   sinktrace limits encodenodes encodelimit rendernodes
+#   sinktrace limits encodenodes encodelimit rendernodes film
 #   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
@@ -204,8 +204,8 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
       # layout twice, alternated (BENCHMARKS.md, "The video on every node")
       log "render with video on emulated nodes"
       job=${ENCODE_JOB:-benchmarks/jobs/minibrot_1080p.toml}
-      for round in 1 2; do
-        for n in 1 2 4; do
+      for ((round = 1; round <= ${ROUNDS:-2}; round++)); do
+        for n in ${NODES:-1 2 4}; do
           out=(--store /tmp/farm-rendernodes-$n.h5 --video /tmp/farm-rendernodes-$n.mp4 --restart --quiet)
           if [ "$n" -eq 1 ]; then
             cmd=(env FARM_NODE=n0 taskset -c 0-3 python3 -m farm render "$job" "${out[@]}")
@@ -219,6 +219,17 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
           fi
           timed "rendernodes-$n-$round" rendernodes.txt "${cmd[@]}"
         done
+      done ;;
+    film)
+      # issue 42's film at full shape (6,240 frames of 1080p expmap) on the whole host as one
+      # node, the whole command with its video; its progress lines kept in $OUT/film-*.err
+      log "the 6,240-frame film on one 16-core node"
+      for ((round = 1; round <= ${ROUNDS:-1}; round++)); do
+        t0=$EPOCHREALTIME
+        python3 -m farm render benchmarks/jobs/minibrot_expmap_6240.toml --restart \
+          > /dev/null 2> "$OUT/film-$round.err" || echo "failed: film"
+        echo "film-$round: $(awk "BEGIN {printf \"%.2f\", $EPOCHREALTIME - $t0}") s" | tee -a "$OUT/film.txt"
+        tail -3 "$OUT/film-$round.err"
       done ;;
     encodelimit)
       # what x264 alone does on the same split (the bound of `encodenodes`): the minibrot
