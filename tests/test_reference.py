@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import math
 
+import gmpy2
 import mpmath
 import numpy as np
 import pytest
 from conftest import make_spec
+from gmpy2 import mpfr
 
 from farm.numerics import period as per
+from farm.numerics.attracting_cycles import nucleus_cycle
+from farm.numerics.orbit import Derivative
 from farm.plan import make_plan, references
 from farm.plan.reference_pack import pack, unpack
 from farm.plan.reference_text import describe
@@ -92,6 +96,33 @@ def test_attracting_cycle_and_interior_distance():
     # f^2 fixes the fixed point too: it is a cycle of period 1, not 2 (nor 3 for f^3)
     assert per.attracting_cycle(per.parse(("-0.1", "0.1"), 200), 2, 200) is None
     assert per.attracting_cycle(per.parse(("-0.1", "0.1"), 200), 3, 200) is None
+
+
+@pytest.mark.parametrize("center, period", [(("-0.1528", "1.0397"), 3),
+                                            (("-1.7548776662466927600495", "0"), 3), (SEAHORSE, 4990)])
+def test_the_cycle_at_a_nucleus_in_closed_form_is_newtons(center, period):
+    """At a nucleus the scan takes the multiplier and the interior distance estimate from
+    the rounded orbit (attracting_cycles.nucleus_cycle), as Newton's method at full
+    precision finds them; a point off the nucleus by more than the slack gets None."""
+    bits = 200
+    c = per.nucleus(per.parse(center, bits), period, bits)
+    assert c is not None
+
+    def closed_form(c):
+        orbit = per.orbit(c, bits, period, 1e300)
+        dz = Derivative()
+        for k in range(period):
+            dz.step(orbit.mant[k, 0], orbit.mant[k, 1], int(orbit.exps[k]))
+        lap = float(np.sum(1 + orbit.log2_abs[1:period + 1]))
+        return nucleus_cycle(lap, orbit.log2_abs[period], dz.log2_abs)
+
+    got, want = closed_form(c), per.attracting_cycle(c, period, bits)
+    assert got is not None and want is not None
+    assert got.log2_de == pytest.approx(want.log2_de, abs=1e-9)
+    assert got.multiplier == pytest.approx(want.multiplier, rel=1e-9)
+    with gmpy2.context(gmpy2.get_context(), precision=bits):
+        off = c + mpfr(2) ** (want.log2_de - 8)  # inside, but not at the nucleus
+    assert closed_form(off) is None
 
 
 def test_a_long_cycle_at_a_modest_precision_is_found_at_its_floor(monkeypatch):

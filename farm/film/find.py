@@ -42,6 +42,7 @@ from decimal import Decimal, InvalidOperation
 
 from farm.errors import UsageError
 from farm.numerics import period as per
+from farm.numerics.handoff import HandoffOrbiter
 from farm.numerics.orbit import Derivative
 from farm.numerics.scan import scan
 from farm.plan.auto_limits import log2_copy_scale
@@ -261,7 +262,7 @@ def _preperiods(center: tuple[str, str], log2_view: float) -> list[int]:
     """Preperiods k at which |dz_k| (from the centre's orbit) puts 8 to 64 Misiurewicz
     points of preperiod k across the view: 2^(3 - log2_view) <= |dz_k| <= 2^(6 - ...)."""
     bits = bits_for(log2_view)
-    run = per.orbiter(per.parse(center, bits), bits)
+    run = HandoffOrbiter(per.parse(center, bits), bits)  # to a GPU once long and deep
     dz, out = Derivative(), []
     z = (0.0, 0.0, 0)
     try:

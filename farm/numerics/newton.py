@@ -25,11 +25,12 @@ import math
 import os
 
 import gmpy2
+import numpy as np
 from gmpy2 import mpc, mpfr
 
 from farm.numerics import mpfr_threads
 from farm.numerics.mpfr_points import hex_text, log2_abs, precision
-from farm.numerics.orbiters import ENGINE_VARIABLE, GPU_ORBIT_BITS
+from farm.numerics.orbiters import ENGINE_VARIABLE, GPU_ORBIT_BITS, orbit
 
 NEWTON_MARGIN = 32  # bits an iteration below full precision runs at beyond the step it expects
 
@@ -246,12 +247,8 @@ def misiurewicz(guess: mpc, preperiod: int, period: int, bits: int, max_steps: i
 
 def lowest_return(c: mpc, period: int, bits: int) -> int:
     """The first k <= period with |z_k(c)| < 2^(-bits/2) (for a nucleus of period p:
-    p itself, unless it is also the nucleus of a lower period k dividing p)."""
-    with precision(bits):
-        z = mpc(0)
-        small = mpfr(2) ** (-bits // 2)
-        for k in range(1, period + 1):
-            z = z * z + c
-            if abs(z) < small:
-                return k
-    return period
+    p itself, unless it is also the nucleus of a lower period k dividing p), from the
+    rounded orbit (its exponents hold any depth): on a GPU where orbiters.orbit() takes
+    a long, deep orbit there."""
+    small = np.flatnonzero(orbit(c, bits, period, math.inf).log2_abs[1:] < -bits / 2)
+    return int(small[0]) + 1 if len(small) else period

@@ -13,7 +13,6 @@ its preperiod and one period.
 
 from __future__ import annotations
 
-import collections
 import os
 import sys
 from collections.abc import Callable
@@ -23,8 +22,8 @@ from gmpy2 import mpc, mpfr
 
 from farm.errors import DeviceError, UsageError
 from farm.numerics import mpfr_threads
-from farm.numerics.mpfr_points import hex_text, log2_abs, precision
-from farm.numerics.orbit import TINY_LOG2, Derivative, Orbit, Recorder, pair
+from farm.numerics.mpfr_points import hex_text, precision
+from farm.numerics.orbit import TINY_LOG2, Orbit, Recorder, pair
 
 
 class GmpyOrbiter:
@@ -249,31 +248,3 @@ def _device_orbit(c: mpc, bits: int, steps: int, r2: float, progress: Callable[[
             raise
         on_the_host("reference orbit", err)
         return None
-
-
-def preperiodic_orbit(c: mpc, period: int, bits: int, steps: int) -> tuple[Orbit, int] | None:
-    """(Z(0) .. Z(k + q), k) for a Misiurewicz point c whose cycle has period q =
-    ``period``: k is its preperiod, the least k with z_{k+q} = z_k to c's precision
-    (|z_{k+q} - z_k| <= 2^(24 - bits) |dz_{k+q}|: a Newton root at ``bits`` bits is
-    that close, a point of lower preperiod 2^(-view) |dz| away, 2^70 farther); at full
-    precision, since a point near one of lower preperiod shadows its cycle for long
-    within a double's resolution. None when the orbit escapes or does not repeat
-    within ``steps``."""
-    run, rec, dz = orbiter(c, bits), Recorder(), Derivative()
-    ring: collections.deque = collections.deque(maxlen=period + 1)
-    ring.append(mpc(0))
-    try:
-        for n in range(1, steps + 1):
-            dz.step(rec.re[n - 1], rec.im[n - 1], rec.ex[n - 1])
-            run.step()
-            zr, zi, e = run.point()
-            if not e and zr * zr + zi * zi > 4:
-                return None
-            rec.add(zr, zi, e)
-            ring.append(run.value())
-            if n >= period and log2_abs(ring[-1] - ring[0]) <= 24 - bits + dz.log2_abs:
-                return rec.orbit(), n - period
-    finally:
-        run.close()
-    return None
-

@@ -34,6 +34,7 @@ Notation: f_c(z) = z^2 + c, z_0 = 0, z_n = f_c^n(0); ``dz_n`` = d z_n / d c.
 from __future__ import annotations
 
 from farm.numerics.attracting_cycles import Cycle, attracting_cycle
+from farm.numerics.handoff import preperiodic_orbit
 from farm.numerics.mpfr_points import Point, log2_abs, log2_distance, moved, offset_in, parse, point
 from farm.numerics.newton import lowest_return, misiurewicz, nucleus
 from farm.numerics.orbiters import (
@@ -43,7 +44,6 @@ from farm.numerics.orbiters import (
     ThreadedOrbiter,
     orbit,
     orbiter,
-    preperiodic_orbit,
     restart,
 )
 from farm.numerics.scan import scan

@@ -2,12 +2,13 @@
 the centre's fate (escape, attracting cycle, or a repelling one: a Misiurewicz point),
 and the orbit itself, rounded as the kernels keep it.
 
-Only z runs at the depth's precision (farm/numerics/orbiters.py: an orbiter, on two
-threads at great depths); its derivative dz/dc, which period detection and distance
-estimates only compare in magnitude, runs in doubles with an exponent along the
-rounded orbit (farm/numerics/orbit.py), so a scan costs one orbit at full precision
-(the derivative at full precision made it about twice that, and an escape's distance
-estimate took a second pass).
+Only z runs at the depth's precision (farm/numerics/handoff.py: on this host, on two
+threads at great depths, and on a GPU once the orbit is long and deep); its
+derivative dz/dc, which period detection and distance estimates only compare in
+magnitude, runs in doubles with an exponent along the rounded orbit
+(farm/numerics/orbit.py), so a scan costs one orbit at full precision (the derivative
+at full precision made it about twice that, and an escape's distance estimate took a
+second pass).
 
 Notation as in farm/numerics/period.py: z_n = f_c^n(0), dz_n = d z_n / dc.
 
@@ -21,9 +22,9 @@ Notation as in farm/numerics/period.py: z_n = f_c^n(0), dz_n = d z_n / dc.
   earlier z_m on a cycle whose multiplier exceeds 1 (orbit.Repeats): c is at or near
   the Misiurewicz point of preperiod m and period q = n - m. Newton's step from c to
   that point, log2 |(z_{m+q} - z_m) / (dz_{m+q} - dz_m)|, tells which: z_m and z_{m+q}
-  are recomputed at full precision from the nearest saved point (one is kept every
-  ``interval`` steps, 16 at first, at most checkpoints(bits) of them: replays stay
-  short), dz comes from the rounded orbit.
+  are recomputed at full precision from the nearest point the orbiter kept (on the
+  host at most checkpoints(bits) of them: replays stay short), dz comes from the
+  rounded orbit.
   A step at most 2^log2_exact (the caller's: below its pixels) means c is the point
   (a centre that `farm find` wrote), and the scan stops. A larger one is a candidate:
   c is near that point, and its orbit shadows the point's cycle (within a double's
@@ -40,10 +41,10 @@ from dataclasses import dataclass, field
 
 from gmpy2 import mpc, mpfr
 
-from farm.numerics.attracting_cycles import Cycle, attracting_cycle
+from farm.numerics.attracting_cycles import Cycle, attracting_cycle, nucleus_cycle
+from farm.numerics.handoff import HandoffOrbiter
 from farm.numerics.mpfr_points import log2_abs, parse
 from farm.numerics.orbit import Derivative, Orbit, Recorder, Repeats
-from farm.numerics.orbiters import orbiter, restart
 
 RETURN_LOG2 = -48  # a return closer than 2^-48 (relative) hints at an attracting cycle
 RETURN_QUIET = -36  # after a repeat that is not exact: none looked at while |dz| < 2^-36 / step
@@ -120,7 +121,7 @@ class _State:
                  repeats: bool, log2_exact: float):
         self.bits = bits
         self.c = parse(center, bits)
-        self.run = orbiter(self.c, bits)
+        self.run = HandoffOrbiter(self.c, bits, checkpoints(bits))
         self.rec = Recorder()
         self.dz = Derivative()
         self.radii = list(log2_radii)
@@ -132,9 +133,6 @@ class _State:
         self.log2_exact = log2_exact
         self.candidate: tuple[int, int, float] | None = None  # (m, q, log2 Newton step)
         self.quiet = -math.inf  # repeats are not looked at while log2 |dz| is below this
-        self.interval = 16
-        self.most = checkpoints(bits)
-        self.saved_points: dict[int, object] = {0: self.run.save()}
         self.n = 0
         # Brent: z at the last power of two (double and full), a pending return
         self.saved, self.saved_z, self.saved_at, self.watch = 0j, mpc(0), 0, True
@@ -163,8 +161,6 @@ class _State:
                 if done is not None:
                     return done
         if self.repeats is not None:
-            if n % self.interval == 0:
-                self._checkpoint(n)
             hit = self.repeats.see(n, look=self.dz.log2_abs >= self.quiet)
             if hit is not None:
                 m, q = hit
@@ -193,6 +189,9 @@ class _State:
         the scan goes on."""
         if self.lap_log2 >= 1 or not self.watch or self.pending is not None:
             return None
+        at_nucleus = nucleus_cycle(self.lap_log2, self.rec.log2_abs(n), self.dz.log2_abs)
+        if at_nucleus is not None:
+            return self.result(n, returns=n, cycle=at_nucleus)
         cycle = attracting_cycle(self.c, n, self.bits, self.run.value())
         return None if cycle is None else self.result(n, returns=n, cycle=cycle)
 
@@ -237,17 +236,10 @@ class _State:
         lz = math.log2(abs(z))
         return 1 + math.log2(lz) + math.log2(math.log(2)) + lz - dz.log2_abs
 
-    def _checkpoint(self, n: int) -> None:
-        """Keep z_n at full precision; at most ``most``, thinned by halving."""
-        self.saved_points[n] = self.run.save()
-        if len(self.saved_points) > self.most:
-            self.interval *= 2
-            self.saved_points = {k: v for k, v in self.saved_points.items() if k % self.interval == 0}
-
     def _newton_step(self, m: int, q: int) -> float:
         """log2 |g / g'| for g = z_{m+q} - z_m at c: Newton's step from c to the
         Misiurewicz point of preperiod m and period q (see the module docstring)."""
-        delta = self._value_at(m + q) - self._value_at(m)
+        delta = self.run.value_at(m + q) - self.run.value_at(m)
         dz, before = Derivative(), (0j, 0)
         for k in range(m + q):  # dz_{k+1} from z_k
             if k == m:
@@ -257,17 +249,3 @@ class _State:
         top = max(ea, eb)
         slope = a * math.ldexp(1.0, ea - top) - b * math.ldexp(1.0, eb - top)
         return log2_abs(delta) - (math.log2(abs(slope)) + top) if slope else math.inf
-
-    def _value_at(self, k: int):
-        """z_k at full precision: the orbiter's own value, or from the saved point before
-        k (fewer than ``interval`` steps again)."""
-        if k == self.n:
-            return self.run.value()
-        start = max(j for j in self.saved_points if j <= k)
-        again = restart(self.c, self.bits, self.saved_points[start])
-        try:
-            for _ in range(k - start):
-                again.step()
-            return again.value()
-        finally:
-            again.close()

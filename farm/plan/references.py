@@ -60,13 +60,19 @@ REUSE_PERIODS = 4  # ... and its period at most this many times the frame's own
 MISIUREWICZ = True  # a Misiurewicz point at or near the centre serves the frames it reaches
 # (False: nuclei for every frame, as before; tests and comparisons)
 SCAN_BIT_STEPS = 3e8  # the centre's scan costs at most about this many bit-steps (~1 s)
+DEVICE_SCAN_STEPS = 2_000_000  # on a GPU (farm/numerics/handoff.py): 333k bits, 80-100 s on an H200
 
 
 def scan_steps(max_iter: int, bits: int) -> tuple[int, int]:
     """(steps watching the centre's fate, steps looking for periods) of its scan: the
     frames' iteration limit, and beyond it for periods (a nucleus whose period exceeds
-    the limit still serves), both within the cost bound (at least 10^5 steps)."""
+    the limit still serves), both within the cost bound (at least 10^5 steps, and
+    DEVICE_SCAN_STEPS where a long orbit at these bits goes to a GPU)."""
+    from farm.numerics import handoff, orbiters
+
     cap = max(100_000, int(SCAN_BIT_STEPS / bits))
+    if cap < DEVICE_SCAN_STEPS and bits >= orbiters.GPU_ORBIT_BITS and handoff.on_a_device(bits):
+        cap = DEVICE_SCAN_STEPS
     return min(max_iter, cap), min(4 * max_iter + 1000, cap)
 
 
