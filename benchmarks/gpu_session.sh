@@ -206,7 +206,8 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
       job=${ENCODE_JOB:-benchmarks/jobs/minibrot_1080p.toml}
       for ((round = 1; round <= ${ROUNDS:-2}; round++)); do
         for n in ${NODES:-1 2 4}; do
-          out=(--store /tmp/farm-rendernodes-$n.h5 --video /tmp/farm-rendernodes-$n.mp4 --restart --quiet)
+          out=(--store /tmp/farm-rendernodes-$n.h5 --video /tmp/farm-rendernodes-$n.mp4 --restart)
+          [ "${QUIET:-1}" = 0 ] || out+=(--quiet)  # QUIET=0: the timeline and the shares' lines in the .err
           if [ "$n" -eq 1 ]; then
             cmd=(env FARM_NODE=n0 taskset -c 0-3 python3 -m farm render "$job" "${out[@]}")
           else
