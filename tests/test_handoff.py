@@ -97,3 +97,23 @@ def test_preperiodic_orbit_on_the_device_is_the_hosts(monkeypatch, small_batches
         assert np.array_equal(host[0].mant, dev[0].mant)
         assert min(asked) < 177  # the shadowing run was looked at ...
         assert len(set(asked)) <= 12  # ... at a few of its steps
+
+
+def test_without_a_gpu_the_host_steps_and_says_nothing(monkeypatch, capsys):
+    """FARM_ORBIT_ENGINE=auto where there is no GPU (PoCL's CPU device is not one): the
+    host steps the whole orbit, as it always has, without a warning."""
+    monkeypatch.setenv("FARM_ORBIT_ENGINE", "auto")
+    monkeypatch.setattr(handoff, "handoff_step", lambda bits: 10)
+    monkeypatch.setattr(gpu_orbit, "devices", lambda gpus_only=True: [])
+    bits = 256
+    c = per.parse(LIGHT, bits)
+    run, ref = handoff.HandoffOrbiter(c, bits), orbiter(c, bits)
+    try:
+        for _ in range(40):
+            run.step()
+            ref.step()
+        assert not run.on_device and run.point() == ref.point()
+    finally:
+        run.close()
+        ref.close()
+    assert capsys.readouterr().err == ""

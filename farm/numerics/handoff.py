@@ -120,7 +120,10 @@ class HandoffOrbiter:
 
             found = gpu_orbit.devices(gpus_only=not self._forced)
             if not found:
-                raise gpu_orbit.Unavailable("no OpenCL device")
+                if self._forced:
+                    raise gpu_orbit.Unavailable("no OpenCL device")
+                self._device, self._handoff = False, math.inf  # no GPU: the host's, as ever
+                return
             self._device = found[0]
             self._start_device(self._host.value())
         except (ImportError, DeviceError) as err:
