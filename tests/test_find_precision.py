@@ -12,7 +12,7 @@ import math
 import pytest
 
 from farm.film import find
-from farm.numerics import newton
+from farm.numerics import far_newton, newton
 from farm.numerics import period as per
 from farm.numerics.mpfr_points import precision
 
@@ -77,7 +77,7 @@ def test_misiurewicz_from_a_view_away_with_the_known_one_divided_out(precisions)
     c0 = per.misiurewicz(per.parse(center, bits), k, q, bits)
     guess = per.parse(per.moved(center, math.cos(find.CHAIN_ANGLE), math.sin(find.CHAIN_ANGLE),
                                 math.floor(view) - 8, bits), bits)
-    ks = find._preperiods(center, view)
+    ks, _ = find._preperiods(center, view, 1)
     found = 0
     for k2 in ks:
         full = per.misiurewicz(guess, k2, 1, bits, other_than=c0)
@@ -90,6 +90,31 @@ def test_misiurewicz_from_a_view_away_with_the_known_one_divided_out(precisions)
             assert per.log2_abs(rising - c0) > view - 10  # another point than the known one
             _rising(precisions, bits)
     assert found
+
+
+def test_misiurewicz_from_afar_then_at_full_precision_is_the_same_root():
+    """find.misiurewicz's way: the known point refined and its orbit the reference, Newton
+    in perturbation from 2^-8 of the view (far_newton.py), then the few full-precision
+    iterations: the root all-full-precision Newton reaches from the guess."""
+    center, k, q = find.descend(TIP, VIEW, -100 * LOG2_10, lambda text: None)
+    view = -200 * LOG2_10
+    bits = find.bits_for(view)
+    c0 = per.misiurewicz(per.parse(center, bits), k, q, bits)
+    center = (point := per.point(c0, bits)).re, point.im
+    guess = per.parse(per.moved(center, math.cos(find.CHAIN_ANGLE), math.sin(find.CHAIN_ANGLE),
+                                math.floor(view) - 8, bits), bits)
+    ks, reference = find._preperiods(center, view, 1)
+    afar = 0
+    for k2 in ks:
+        full = per.misiurewicz(guess, k2, 1, bits, other_than=c0)
+        start = find._far(far_newton.misiurewicz, per.parse(center, bits), reference, guess, k2, 1,
+                          bits, view, True)
+        if full is not None and start is not None:
+            afar += 1
+            near = per.misiurewicz(start, k2, 1, bits, other_than=c0, scale=view,
+                                   guess_bits=find._far_known(start, view))
+            assert near is not None and _same_root(full, near, bits)
+    assert afar
 
 
 def _minibrot(decimals: int) -> find.Stage:

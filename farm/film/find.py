@@ -24,11 +24,14 @@ kinds of target, each given to as many digits as the depth needs:
 
 Precision: each search works at the bits that resolve the scale it works at (the
 view's, then the minibrot's), plus MARGIN_BITS, so a descent or a chain raises its
-precision only as it goes deeper. Within one Newton solve (farm/numerics/newton.py)
-the precision rises as Newton converges: told the scale where the roots lie and where
-its guess is known, the early iterations run at the bits that resolve the error they
-leave and only the last two at the full bits. Period and preperiod checks
-(lowest_return, preperiodic_orbit) run at the full bits.
+precision only as it goes deeper. A solve from a guess a fraction of the view away
+first runs Newton's method in perturbation against the centre's rounded orbit
+(farm/numerics/far_newton.py: doubles with an exponent, no full-precision orbit) until
+it is within about 2^-44 of the view; then (farm/numerics/newton.py) the precision
+rises as Newton converges: told the scale where the roots lie and where its guess is
+known, the early iterations run at the bits that resolve the error they leave and only
+the last two at the full bits. Period and preperiod checks (lowest_return,
+preperiodic_orbit) run at the full bits.
 """
 
 from __future__ import annotations
@@ -41,9 +44,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
 from farm.errors import UsageError
+from farm.numerics import far_newton
 from farm.numerics import period as per
 from farm.numerics.handoff import HandoffOrbiter
-from farm.numerics.orbit import Derivative
+from farm.numerics.orbit import Derivative, Orbit, Recorder
 from farm.numerics.scan import scan
 from farm.plan.auto_limits import log2_copy_scale
 from farm.plan.reference_orbits import lambda_prime
@@ -58,6 +62,7 @@ CHAIN_OFFSET = 0.25  # its next point: this many view widths from the nucleus ..
 CHAIN_ANGLE = math.pi / 5  # ... in this direction (any fixed one off the real axis)
 MINIBROT_MARGIN = 4  # a deep minibrot is looked for about 2^-4 of the depth wide ...
 MINIBROT_TRIES = 4  # ... and narrower views where the first is still wider than half the depth
+FAR_KNOWN = 30  # a start from afar (far_newton.py) is known to about 2^-30 of the view
 DESCENT_TRIES = 4  # a descent that finds nothing at the next scale tries nearer ones
 ANGLES = (math.pi / 5, 3 * math.pi / 5, math.pi, 7 * math.pi / 5)  # Newton's starts off a point
 CHAIN_DISC = 1 / 16  # and the disc its period detection looks at: this many widths
@@ -101,10 +106,10 @@ def minibrot(center: tuple[str, str], log2_view: float, say: Callable[[str], Non
     out wider than the view, and the search goes on.)"""
     bits = bits_for(log2_view)
     radii = [log2_view - 1 - 2 * j for j in range(SEARCH_DISCS)]
-    periods = scan(center, bits, radii, 0, MAX_PERIOD).periods
+    scanned = scan(center, bits, radii, 0, MAX_PERIOD)
     tried: set[int] = set()
-    for p in sorted(set(periods) - {0}):
-        found = _nucleus(center, p, bits, log2_view, tried)
+    for p in sorted(set(scanned.periods) - {0}):
+        found = _nucleus(center, p, bits, log2_view, tried, scanned.orbit)
         if found is None:
             continue
         c, q = found
@@ -125,14 +130,19 @@ def minibrot(center: tuple[str, str], log2_view: float, say: Callable[[str], Non
 
 
 def _nucleus(center: tuple[str, str], p: int, bits: int, log2_view: float,
-             tried: set[int]) -> tuple[object, int] | None:
+             tried: set[int], reference: Orbit | None) -> tuple[object, int] | None:
     """(nucleus, its period) that Newton's method reaches from the centre for period p
     (dividing lower periods out, else plain: then perhaps of a period dividing p),
     within 2^NUCLEUS_VIEWS view widths (period detection to first order does not put
-    the nucleus inside the disc) and of a period not ``tried`` yet; None otherwise."""
+    the nucleus inside the disc) and of a period not ``tried`` yet; None otherwise.
+    ``reference``: the centre's rounded orbit, for the iterations from afar."""
     guess = per.parse(center, bits)
     for divide in (True, False):
-        c = per.nucleus(guess, p, bits, divide=divide, scale=log2_view)
+        lower = {k for k in range(1, p) if p % k == 0} if divide else set()
+        start = None if reference is None else _far(far_newton.nucleus, guess, reference, p, lower,
+                                                     bits, log2_view)
+        c = per.nucleus(start or guess, p, bits, divide=divide, scale=log2_view,
+                        guess_bits=_far_known(start, log2_view))
         if c is None or per.log2_abs(c - guess) > log2_view + NUCLEUS_VIEWS:
             continue
         q = per.lowest_return(c, p, bits)
@@ -198,14 +208,17 @@ def misiurewicz(center: tuple[str, str], log2_view: float, say: Callable[[str], 
                              guess_bits=bits_for(known) - GUESS_SLACK) or c0
         center = (point := per.point(c0, bits)).re, point.im
         nearest = log2_view - 10
-    ks = _preperiods(center, log2_view)
+    ks, reference = _preperiods(center, log2_view, periods)
+    c_ref = per.parse(center, bits)  # the point of that orbit
     for angle in ANGLES if other else ANGLES[:1]:
         guess = c0 if not other else per.parse(per.moved(
             center, math.cos(angle), math.sin(angle), math.floor(log2_view) - 8, bits), bits)
         for q in range(1, periods + 1):
             for k in ks:
-                c = per.misiurewicz(guess, k, q, bits, other_than=c0 if other else None,
-                                    scale=log2_view)
+                start = _far(far_newton.misiurewicz, c_ref, reference, guess, k, q, bits, log2_view,
+                             bool(other))
+                c = per.misiurewicz(start or guess, k, q, bits, other_than=c0 if other else None,
+                                    scale=log2_view, guess_bits=_far_known(start, log2_view))
                 if c is None or not nearest < per.log2_abs(c - c0) <= log2_view:
                     continue
                 found = _cycle(c, q, k, bits)
@@ -258,13 +271,15 @@ def descend(start: tuple[str, str], log2_view: float, log2_depth: float,
     return center, k, q
 
 
-def _preperiods(center: tuple[str, str], log2_view: float) -> list[int]:
+def _preperiods(center: tuple[str, str], log2_view: float, extra: int) -> tuple[list[int], Orbit]:
     """Preperiods k at which |dz_k| (from the centre's orbit) puts 8 to 64 Misiurewicz
-    points of preperiod k across the view: 2^(3 - log2_view) <= |dz_k| <= 2^(6 - ...)."""
+    points of preperiod k across the view: 2^(3 - log2_view) <= |dz_k| <= 2^(6 - ...);
+    and the centre's rounded orbit to ``extra`` steps past the last (shorter where it
+    escapes), the reference of Newton's solves from afar (far_newton.py)."""
     bits = bits_for(log2_view)
     run = HandoffOrbiter(per.parse(center, bits), bits)  # to a GPU once long and deep
-    dz, out = Derivative(), []
-    z = (0.0, 0.0, 0)
+    dz, rec, out = Derivative(), Recorder(), []
+    z, last = (0.0, 0.0, 0), MAX_PERIOD
     try:
         for k in range(1, MAX_PERIOD):
             dz.step(*z)
@@ -272,13 +287,30 @@ def _preperiods(center: tuple[str, str], log2_view: float) -> list[int]:
             z = run.point()
             if not z[2] and z[0] * z[0] + z[1] * z[1] > 4:
                 break
-            if dz.log2_abs >= 3 - log2_view:
+            rec.add(*z)
+            if k >= last:
+                break
+            if last == MAX_PERIOD and dz.log2_abs >= 3 - log2_view:
                 out.append(k)
                 if dz.log2_abs >= 6 - log2_view or len(out) >= 6:
-                    break
+                    last = k + extra
     finally:
         run.close()
-    return out or [max(2, k - 1)]
+    return out or [max(2, k - 1)], rec.orbit()
+
+
+def _far(solve, *args):
+    """far_newton's ``solve(*args)``: a start near the root, or None (it gave up, or its
+    reference orbit is too short: the centre escapes)."""
+    try:
+        return solve(*args)
+    except ValueError:
+        return None
+
+
+def _far_known(start, log2_view: float) -> int | None:
+    """newton.py's guess_bits for a start from afar (None: no start)."""
+    return None if start is None else int(FAR_KNOWN - log2_view)
 
 
 def find(start: tuple[str, str], log2_view: float, log2_depth: float, chained: bool = False,
