@@ -6,6 +6,8 @@ the batch sizes are shrunk so that they cross several batches."""
 
 from __future__ import annotations
 
+import math
+
 import gmpy2
 import numpy as np
 import pytest
@@ -86,17 +88,19 @@ def test_preperiodic_orbit_on_the_device_is_the_hosts(monkeypatch, small_batches
     bits = 300
     c = per.misiurewicz(per.parse(MISI, bits), 177, 1, bits)
     asked: list[int] = []
-    value_at = handoff.HandoffOrbiter.value_at
-    monkeypatch.setattr(handoff.HandoffOrbiter, "value_at",
-                        lambda self, k: asked.append(k) or value_at(self, k))
-    for q in (1, 2):
+    values_at = handoff.HandoffOrbiter.values_at
+    monkeypatch.setattr(handoff.HandoffOrbiter, "values_at",
+                        lambda self, ks: asked.extend(ks) or values_at(self, ks))
+    for q, steps in ((1, 400), (2, 400), (1, 178)):
         asked.clear()
-        host, dev = engines(monkeypatch, lambda q=q: per.preperiodic_orbit(c, q, bits, 400))
+        host, dev = engines(monkeypatch, lambda q=q, steps=steps: per.preperiodic_orbit(c, q, bits, steps))
         assert host[1] == dev[1] == 177
         assert len(host[0]) == len(dev[0]) == 177 + q + 1
         assert np.array_equal(host[0].mant, dev[0].mant)
-        assert min(asked) < 177  # the shadowing run was looked at ...
-        assert len(set(asked)) <= 12  # ... at a few of its steps
+        assert min(asked) < 177  # the shadowing run was looked at, at its end ...
+        # ... and the equal run at its end, then bisected: pairs of values, a few a run
+        runs = 2 + math.ceil(math.log2(steps))
+        assert len(set(asked)) <= 2 * runs, sorted(set(asked))
 
 
 def test_without_a_gpu_the_host_steps_and_says_nothing(monkeypatch, capsys):

@@ -176,34 +176,51 @@ class HandoffOrbiter:
             self._saved = {k: v for k, v in self._saved.items() if k % self.interval == 0}
 
     def value_at(self, k: int) -> mpc:
-        """z_k exactly, for k <= n: from the nearest kept point before it, replayed
-        where it was computed (the host, or the device)."""
-        if not 0 <= k <= self.n:
-            raise ValueError(f"z_{k} is not known at step {self.n}")
-        if k == self.n and self._run is None:
-            return self._host.value()
-        if k in self._exact:
-            return self._exact[k]
-        device_from = max((j for j in self._exact if j <= k), default=None)
+        """z_k exactly, for k <= n (see :meth:`values_at`)."""
+        return self.values_at([k])[0]
+
+    def values_at(self, ks: list[int]) -> list[mpc]:
+        """z_k exactly for each k <= n, in order: from the nearest kept point before the
+        first, replayed once through them all where it was computed (the host, or the
+        device); the current step's and kept ones as they are."""
+        if not all(0 <= k <= self.n for k in ks):
+            raise ValueError(f"z_{max(ks)} is not known at step {self.n}")
+        got = {k: self._host.value() for k in ks if k == self.n and self._run is None}
+        got.update((k, self._exact[k]) for k in ks if k in self._exact)
+        todo = sorted(set(ks) - set(got))
+        if todo:
+            got.update(zip(todo, self._replay(todo), strict=True))
+        return [got[k] for k in ks]
+
+    def _replay(self, ks: list[int]) -> list[mpc]:
+        """z_k for ascending ks, none of them kept: one replay from the kept point before
+        the first."""
+        first, out = ks[0], []
+        device_from = max((j for j in self._exact if j <= first), default=None)
         if device_from is not None and device_from < self._frozen_at:
             from farm.numerics import gpu_orbit
 
             replay = gpu_orbit.DeviceOrbit(self.c, self.bits, self._exact[device_from], self._device)
             try:
-                replay.run(k - device_from)
-                return replay.value()
+                for k in ks:
+                    replay.run(k - replay.steps - device_from)
+                    out.append(replay.value())
+                return out
             finally:
                 replay.close()
-        start = max(j for j in self._saved if j <= k)
+        start = max(j for j in self._saved if j <= first)
         again: Orbiter
         if device_from is not None and device_from > start:  # past a frozen device orbit
             start, again = device_from, orbiter(self.c, self.bits, self._exact[device_from])
         else:
             again = restart(self.c, self.bits, self._saved[start])
         try:
-            for _ in range(k - start):
-                again.step()
-            return again.value()
+            for k in ks:
+                for _ in range(k - start):
+                    again.step()
+                start = k
+                out.append(again.value())
+            return out
         finally:
             again.close()
 
@@ -224,21 +241,33 @@ def preperiodic_orbit(c: mpc, period: int, bits: int, steps: int) -> tuple[Orbit
     that close, a point of lower preperiod 2^(-view) |dz| away, 2^70 farther). None
     when the orbit escapes or does not repeat within ``steps``.
 
-    The rounded orbit picks the steps worth a look (z_n within 2^NEAR_LOG2 of z_{n-q});
-    full precision decides, since a point near one of lower preperiod shadows its cycle
-    for long within a double's resolution. Along a run of such steps it is asked at the
-    run's first, then 1, 3, 7, ... steps on, and once equal, bisected back to the first
-    equal step (equal stays equal: the orbit is on the cycle), so a shadowing run costs
-    a few full-precision values (replays: :meth:`HandoffOrbiter.value_at`), not one a
-    step."""
+    The rounded orbit picks the steps worth a look: runs of steps where z_n lies within
+    2^NEAR_LOG2 of z_{n-q}. Full precision decides, since a point near one of lower
+    preperiod shadows its cycle for long within a double's resolution; and along a run
+    the answer does not change once it is yes (both sides of the test grow with |dz|:
+    on the cycle, rounding's error; shadowing, the distance to the other point). So a
+    run is asked once, at its last step, and where that is equal, bisected back to its
+    first equal step: a few full-precision values (one replay a pair,
+    :meth:`HandoffOrbiter.values_at`), not one a step."""
     run, rec, dz = HandoffOrbiter(c, bits), Recorder(), Derivative()
     log2_dz = [-math.inf]
     q = period
 
     def equal(n: int) -> bool:
-        return log2_abs(run.value_at(n) - run.value_at(n - q)) <= 24 - bits + log2_dz[n]
+        then, now = run.values_at([n - q, n])
+        return log2_abs(now - then) <= 24 - bits + log2_dz[n]
 
-    start, unequal = 0, 0  # the run of near steps: its first, and its last step found unequal
+    def first_equal(first: int, last: int) -> int | None:
+        """The first equal step of the run first .. last, or None."""
+        if not equal(last):
+            return None
+        low, high = first - 1, last  # unequal at low (not near), equal at high
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (low, mid) if equal(mid) else (mid, high)
+        return high
+
+    start, found = 0, None  # the run of near steps: its first
     try:
         for n in range(1, steps + 1):
             dz.step(rec.re[n - 1], rec.im[n - 1], rec.ex[n - 1])
@@ -246,26 +275,21 @@ def preperiodic_orbit(c: mpc, period: int, bits: int, steps: int) -> tuple[Orbit
             run.step()
             zr, zi, e = run.point()
             if not e and zr * zr + zi * zi > 4:
-                return None
+                found = first_equal(start, n - 1) if start else None
+                break
             rec.add(zr, zi, e)
-            if n < q or not _near(rec, n, n - q):
-                start = 0
-                continue
-            if not start:
-                start, unequal = n, n - 1
-            offset = n - start + 1
-            if offset & (offset - 1) == 0 or n == steps:  # 1, 2, 4, ... steps into the run
-                if not equal(n):
-                    unequal = n
-                    continue
-                low, high = unequal, n  # unequal at low, equal at high
-                while high - low > 1:
-                    mid = (low + high) // 2
-                    low, high = (low, mid) if equal(mid) else (mid, high)
-                return rec.orbit(high + 1), high - q
+            near = n >= q and _near(rec, n, n - q)
+            if start and not near:  # the run ended at n - 1
+                found, start = first_equal(start, n - 1), 0
+                if found is not None:
+                    break
+            elif near and not start:
+                start = n
+        else:
+            found = first_equal(start, steps) if start else None
     finally:
         run.close()
-    return None
+    return None if found is None else (rec.orbit(found + 1), found - q)
 
 
 def _near(rec: Recorder, n: int, m: int) -> bool:
