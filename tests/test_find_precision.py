@@ -67,16 +67,26 @@ def test_misiurewicz_refined_as_it_converges(decimals, precisions):
     assert got is not None and got[1] == k
 
 
-def test_misiurewicz_from_a_view_away_with_the_known_one_divided_out(precisions):
-    """The descent's search for the next point: Newton from 2^-8 of the view off a known
-    point, that point divided out, at a precision rising from the view's: the root
-    all-full-precision Newton reaches from there, not the known point."""
+def _next_search(refined: bool):
+    """The descent's search below 1e-100 from the point found there: (its centre, refined
+    to the next view's bits as find.misiurewicz does, or as found; that point c0; the
+    guess 2^-8 of the next view off it; the view; its bits)."""
     center, k, q = find.descend(TIP, VIEW, -100 * LOG2_10, lambda text: None)
     view = -200 * LOG2_10
     bits = find.bits_for(view)
     c0 = per.misiurewicz(per.parse(center, bits), k, q, bits)
+    if refined:
+        center = (point := per.point(c0, bits)).re, point.im
     guess = per.parse(per.moved(center, math.cos(find.CHAIN_ANGLE), math.sin(find.CHAIN_ANGLE),
                                 math.floor(view) - 8, bits), bits)
+    return center, c0, guess, view, bits
+
+
+def test_misiurewicz_from_a_view_away_with_the_known_one_divided_out(precisions):
+    """The descent's search for the next point: Newton from 2^-8 of the view off a known
+    point, that point divided out, at a precision rising from the view's: the root
+    all-full-precision Newton reaches from there, not the known point."""
+    center, c0, guess, view, bits = _next_search(refined=False)
     ks, _ = find._preperiods(center, view, 1)
     found = 0
     for k2 in ks:
@@ -96,13 +106,7 @@ def test_misiurewicz_from_afar_then_at_full_precision_is_the_same_root():
     """find.misiurewicz's way: the known point refined and its orbit the reference, Newton
     in perturbation from 2^-8 of the view (far_newton.py), then the few full-precision
     iterations: the root all-full-precision Newton reaches from the guess."""
-    center, k, q = find.descend(TIP, VIEW, -100 * LOG2_10, lambda text: None)
-    view = -200 * LOG2_10
-    bits = find.bits_for(view)
-    c0 = per.misiurewicz(per.parse(center, bits), k, q, bits)
-    center = (point := per.point(c0, bits)).re, point.im
-    guess = per.parse(per.moved(center, math.cos(find.CHAIN_ANGLE), math.sin(find.CHAIN_ANGLE),
-                                math.floor(view) - 8, bits), bits)
+    center, c0, guess, view, bits = _next_search(refined=True)
     ks, reference = find._preperiods(center, view, 1)
     afar = 0
     for k2 in ks:
