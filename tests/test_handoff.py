@@ -29,6 +29,13 @@ LIGHT = ("-0.7756837680090537974694835039347410457282465046158003947949520014006
          "0.1364673682946901247332744096178487651977721115924676964078001954008357")
 
 
+def bulb(bits: int) -> mpc:
+    """A point inside the period-2 bulb, near its edge, with digits to full length: its
+    orbit is attracted (on a repelling one, the device's and MPFR's last bits part)."""
+    with gmpy2.context(gmpy2.get_context(), precision=bits):
+        return mpc(mpfr(-1) + mpfr(2) ** -200, mpfr("0.2499") + mpfr(2) ** -190)
+
+
 @pytest.fixture
 def small_batches(monkeypatch):
     monkeypatch.setattr(handoff, "FIRST_CHUNK", 64)
@@ -62,8 +69,7 @@ def test_handoff_in_mid_orbit(monkeypatch, small_batches):
     monkeypatch.setenv("FARM_ORBIT_ENGINE", "gpu")
     monkeypatch.setattr(handoff, "handoff_step", lambda bits: 100)
     bits = 256
-    with gmpy2.context(gmpy2.get_context(), precision=bits):
-        c = mpc(mpfr(-1) + mpfr(2) ** -200, mpfr("0.2499") + mpfr(2) ** -190)  # period-2 bulb
+    c = bulb(bits)
     run, ref = handoff.HandoffOrbiter(c, bits), orbiter(c, bits)
     values = {}
     try:
@@ -121,3 +127,39 @@ def test_without_a_gpu_the_host_steps_and_says_nothing(monkeypatch, capsys):
         run.close()
         ref.close()
     assert capsys.readouterr().err == ""
+
+
+def test_a_device_that_fails_in_mid_orbit_leaves_it_to_the_host(monkeypatch, small_batches, capsys):
+    """FARM_ORBIT_ENGINE=auto: the device fails on its third batch; the host goes on
+    from the last point read back, the same points, and says so once."""
+    monkeypatch.setenv("FARM_ORBIT_ENGINE", "auto")
+    monkeypatch.setattr(handoff, "handoff_step", lambda bits: 100)
+    found = gpu_orbit.devices(gpus_only=False)
+    monkeypatch.setattr(gpu_orbit, "devices", lambda gpus_only=True: found)
+    calls = []
+    run_batch = gpu_orbit.DeviceOrbit.run
+
+    def failing(self, steps, *args, **kwargs):
+        calls.append(steps)
+        if len(calls) == 3:
+            raise gpu_orbit.Unavailable("the device orbit on a test device: lost")
+        return run_batch(self, steps, *args, **kwargs)
+
+    monkeypatch.setattr(gpu_orbit.DeviceOrbit, "run", failing)
+    bits = 256
+    c = bulb(bits)
+    run, ref = handoff.HandoffOrbiter(c, bits), orbiter(c, bits)
+    values = {}
+    try:
+        for n in range(1, 701):
+            run.step()
+            ref.step()
+            assert run.point() == ref.point(), n
+            values[n] = ref.value()
+        assert not run.on_device and len(calls) == 3
+        for k in (150, 300, 699):
+            assert abs(run.value_at(k) - values[k]) <= mpfr(2) ** (12 - bits) * abs(values[k]), k
+    finally:
+        run.close()
+        ref.close()
+    assert capsys.readouterr().err.count("the orbit on the CPU: the device orbit on a test device: lost") == 1

@@ -146,25 +146,34 @@ class HandoffOrbiter:
         the device froze z, the host goes on from it."""
         run = self._run
         assert run is not None
-        if run.stopped:  # the host from the frozen z (the orbit is escaping)
-            z = run.value()
-            run.close()
-            self._exact[self.n - 1] = z
-            self._frozen_at = self.n - 1
-            self._run = None
-            self._host = orbiter(self.c, self.bits, z)
-            self._handoff = math.inf
-            self._host.step()
-            return
         at = self.n - 1  # the device's steps so far: z_at is the last point taken
+        if run.stopped:  # the host from the frozen z (the orbit is escaping)
+            self._exact[at] = run.value()
+            self._back_to_host(at)
+            return
         end = min(1 << max(at.bit_length(), FIRST_CHUNK.bit_length() - 1), (at // CHUNK + 1) * CHUNK)
         end = max(end, at + 1)
-        self._mant, self._exps = run.run(end - at)
+        try:
+            self._mant, self._exps = run.run(end - at)
+            if not len(self._mant):
+                raise DeviceError("the device orbit took no step")
+        except DeviceError as err:
+            if self._forced:
+                raise
+            on_the_host("the orbit", err)
+            self._back_to_host(at)  # from z_at, read back at the batch's start
+            return
         self._first = at + 1
         if not run.stopped:
             self._exact[at + len(self._mant)] = run.value()
-        if not len(self._mant):
-            raise DeviceError("the device orbit took no step")
+
+    def _back_to_host(self, at: int) -> None:
+        """The host from z_at (kept in _exact) on, for good: it takes step n = at + 1."""
+        assert self._run is not None
+        self._run.close()
+        self._run, self._handoff, self._frozen_at = None, math.inf, at
+        self._host = orbiter(self.c, self.bits, self._exact[at])
+        self._host.step()
 
     # exact values of steps taken
 
@@ -195,25 +204,22 @@ class HandoffOrbiter:
     def _replay(self, ks: list[int]) -> list[mpc]:
         """z_k for ascending ks, none of them kept: one replay from the kept point before
         the first."""
-        first, out = ks[0], []
+        first = ks[0]
         device_from = max((j for j in self._exact if j <= first), default=None)
         if device_from is not None and device_from < self._frozen_at:
-            from farm.numerics import gpu_orbit
-
-            replay = gpu_orbit.DeviceOrbit(self.c, self.bits, self._exact[device_from], self._device)
             try:
-                for k in ks:
-                    replay.run(k - replay.steps - device_from)
-                    out.append(replay.value())
-                return out
-            finally:
-                replay.close()
+                return self._device_replay(device_from, ks)
+            except DeviceError as err:
+                if self._forced:
+                    raise
+                on_the_host("the orbit", err)  # then on the host, from the same point
         start = max(j for j in self._saved if j <= first)
         again: Orbiter
-        if device_from is not None and device_from > start:  # past a frozen device orbit
+        if device_from is not None and device_from > start:  # a device's point
             start, again = device_from, orbiter(self.c, self.bits, self._exact[device_from])
         else:
             again = restart(self.c, self.bits, self._saved[start])
+        out = []
         try:
             for k in ks:
                 for _ in range(k - start):
@@ -223,6 +229,20 @@ class HandoffOrbiter:
             return out
         finally:
             again.close()
+
+    def _device_replay(self, start: int, ks: list[int]) -> list[mpc]:
+        """z_k for ascending ks by a device orbit from the point read back at ``start``."""
+        from farm.numerics import gpu_orbit
+
+        replay = gpu_orbit.DeviceOrbit(self.c, self.bits, self._exact[start], self._device)
+        out = []
+        try:
+            for k in ks:
+                replay.run(k - start - replay.steps)
+                out.append(replay.value())
+            return out
+        finally:
+            replay.close()
 
     def close(self) -> None:
         if self._run is not None:
