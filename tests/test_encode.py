@@ -806,7 +806,7 @@ def test_shares_follow_the_cores_each_rank_has():
 
 
 def test_shares_dealt_in_rounds_give_every_rank_the_whole_film(tmp_path):
-    """A render on several nodes deals each rank three segments in turn (farm/run/mpi.py,
+    """A render on several nodes deals each rank three segments to and fro (farm/run/mpi.py,
     farm/encode/shares.py cut): every rank gets frames from the start, the middle and
     the end, in proportion to its cores, and the segments still cover the film once."""
     from types import SimpleNamespace
@@ -818,10 +818,24 @@ def test_shares_dealt_in_rounds_give_every_rank_the_whole_film(tmp_path):
     store = SimpleNamespace(frames=360, spec=SimpleNamespace(size=(96, 54)))
     shares = cut(store, tmp_path / "s.h5", Color(), VideoSettings(tmp_path / "v.mp4"), [4.0, 4.0, 8.0],
                  None, rounds=3)
-    assert shares.segments == 9 and shares.owners == [0, 1, 2] * 3
+    assert shares.segments == 9 and shares.owners == [0, 1, 2, 2, 1, 0, 0, 1, 2]  # to and fro
     assert shares.cuts[0] == 0 and shares.cuts[-1] == 360 and shares.cuts == sorted(set(shares.cuts))
     frames = [sum(shares.cuts[k + 1] - shares.cuts[k] for k in shares.owned(r)) for r in range(3)]
     assert abs(frames[2] - 2 * frames[0]) <= 12 and abs(frames[0] - frames[1]) <= 6, frames
     for r in range(3):
         first, last = shares.owned(r)[0], shares.owned(r)[-1]
         assert shares.cuts[first] < 120 and shares.cuts[last + 1] > 240  # start to end
+
+
+def test_shares_dealt_to_and_fro_even_out_a_cost_that_grows():
+    """Where a frame's cost grows along the film and is not known (an expmap film), the
+    segments dealt to and fro give the ranks nearer sums than dealt in turn."""
+    from farm.encode.shares import dealt
+
+    for ranks, rounds in ((2, 3), (4, 3), (3, 2)):
+        owners = dealt(ranks, rounds)
+        assert sorted(owners) == sorted(list(range(ranks)) * rounds)
+        cost = range(1, ranks * rounds + 1)  # segment k costs k + 1
+        sums = [sum(c for c, r in zip(cost, owners, strict=True) if r == rank) for rank in range(ranks)]
+        in_turn = [sum(c for k, c in enumerate(cost) if k % ranks == rank) for rank in range(ranks)]
+        assert max(sums) - min(sums) < max(in_turn) - min(in_turn), (ranks, rounds, sums)

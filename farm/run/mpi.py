@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     from farm.encode.process import SinkProcess
     from farm.encode.shares import ShareReport, Shares
 
-SHARE_ROUNDS = 3  # segments of the video a worker rank makes (dealt in turn), on several nodes
 
 
 def _bcast_references(comm, refs: References | None) -> References | None:
@@ -182,11 +181,11 @@ def _worker_rank(comm, video_comm, share: SinkProcess | None, bound, local_worke
 def _share_out(comm, session: Session, in_place: bool) -> Shares | None:
     """Rank 0, the store prepared: cut the video into shares for the worker ranks and
     send them out. What a frame will cost is not known yet (the deep end of a zoom often
-    twice the start), so each rank gets SHARE_ROUNDS segments from all over the film, of
+    twice the start), so each rank gets shares.ROUNDS segments from all over the film, of
     equal frames for its cores (farm/encode/shares.py, cut). None, and the workers'
     sinks go home, where the video is in place already or the film is a still."""
     from farm.encode import VideoSettings
-    from farm.encode.shares import capacities, cores_here, cut
+    from farm.encode.shares import ROUNDS, capacities, cores_here, cut
     from farm.store.reader import Store
 
     ranks = transport.quiet_gather(comm, cores_here()) or []
@@ -197,7 +196,7 @@ def _share_out(comm, session: Session, in_place: bool) -> Shares | None:
             with Store(session.store_path) as store:
                 shares = cut(store, session.store_path, session.job.color,
                              VideoSettings.from_spec(session.job, session.video),
-                             capacities(ranks[1:]), None, rounds=SHARE_ROUNDS)
+                             capacities(ranks[1:]), None, rounds=ROUNDS)
     finally:
         transport.quiet_bcast(comm, shares)
     return shares
