@@ -29,7 +29,6 @@ from farm.encode.audio import mux
 from farm.encode.ffmpeg import EncodeError, VideoSettings
 from farm.encode.segments import join
 from farm.encode.shares import (
-    ROUNDS,
     ShareGroup,
     ShareReport,
     Shares,
@@ -58,9 +57,7 @@ def lead(comm, store_path: str | os.PathLike[str], color: Color, video: VideoSet
             check_complete(store, range(store.frames), color.smoothing)
             frames = store.frames
             check_video(store_path, color, video.path)
-            weights = frame_weights(store)  # (None: not known, as in an expmap film's store)
-            shares = (cut(store, store_path, color, video, capacities(capacity), weights,
-                          rounds=1 if weights is not None else ROUNDS)
+            shares = (cut(store, store_path, color, video, capacities(capacity), frame_weights(store))
                       if frames > 1 else None)
     except BaseException:
         quiet_bcast(comm, None)  # the other ranks go home
