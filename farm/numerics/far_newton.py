@@ -36,22 +36,28 @@ STALLED = 4  # ... and none once this many in a row have not made the step small
 WIDE = 8  # gives up where dc leaves 2^WIDE views
 
 
+ZERO_E = -(1 << 60)  # the exponent of 0
+SMALL, BIG = 2.0**-64, 2.0**64  # a mantissa's larger part stays between these
+
+
+def _normal(m: complex, e: int) -> tuple[complex, int]:
+    """m 2^e with m's larger part in [0.5, 1) where it strays past SMALL or BIG (0: ZERO_E)."""
+    a = max(abs(m.real), abs(m.imag))
+    if a == 0:
+        return 0j, ZERO_E
+    if not SMALL <= a <= BIG:
+        k = math.frexp(a)[1]
+        return complex(math.ldexp(m.real, -k), math.ldexp(m.imag, -k)), e + k
+    return m, e
+
+
 class _Fe:
-    """A complex number m 2^e (m a Python complex), normalised now and then."""
+    """A complex number m 2^e (m a Python complex), normalised."""
 
     __slots__ = ("m", "e")
 
     def __init__(self, m: complex, e: int = 0):
-        self.m, self.e = m, e
-        self._norm()
-
-    def _norm(self) -> None:
-        a = max(abs(self.m.real), abs(self.m.imag))
-        if a == 0:
-            self.e = -(1 << 60)
-        elif a > 2.0**64 or a < 2.0**-64:
-            k = math.frexp(a)[1]
-            self.m, self.e = complex(math.ldexp(self.m.real, -k), math.ldexp(self.m.imag, -k)), self.e + k
+        self.m, self.e = _normal(m, e)
 
     def log2(self) -> float:
         a = abs(self.m)
@@ -88,24 +94,21 @@ def _to_mpc(x: _Fe, bits: int) -> mpc:
         return mpc(x.m) * mpc(2) ** x.e
 
 
-class _Orbit:
-    """The reference's rounded points as complex doubles (tiny ones as 0: near 0 the
-    perturbed value is delta alone), with the steps to record."""
-
-    def __init__(self, orbit: Orbit, steps: int):
-        if len(orbit) <= steps:
-            raise ValueError(f"the reference orbit has {len(orbit) - 1} steps, not {steps}")
-        values = orbit.values[: steps + 1]
-        self.z = [complex(r, i) for r, i in values]
+def _points(orbit: Orbit, steps: int) -> list[complex]:
+    """The reference's rounded points Z(0) .. Z(steps) as complex doubles (tiny ones as
+    0: near 0 the perturbed value is delta alone); ValueError where it is shorter."""
+    if len(orbit) <= steps:
+        raise ValueError(f"the reference orbit has {len(orbit) - 1} steps, not {steps}")
+    return [complex(r, i) for r, i in orbit.values[: steps + 1]]
 
 
-def _run(ref: _Orbit, dc: _Fe, steps: int, at: set[int]) -> dict[int, tuple[complex, int, complex, int]]:
-    """(delta_n, d_n) as (m, e, m, e) for the steps ``at`` (n <= ``steps``)."""
-    dm, de = 0j, -(1 << 60)  # delta
+def _run(z: list[complex], dc: _Fe, steps: int, at: set[int]) -> dict[int, tuple[complex, int, complex, int]]:
+    """(delta_n, d_n) as (m, e, m, e) for the steps ``at`` (n <= ``steps``), along the
+    reference's points ``z``."""
+    dm, de = 0j, ZERO_E  # delta
     gm, ge = 0j, 0  # d (dz/dc), from 0
     cm, ce = dc.m, dc.e
     out = {}
-    z = ref.z
     for n in range(steps):
         zn = z[n]
         # d_{n+1} = 2 (Z_n + delta_n) d_n + 1
@@ -115,14 +118,14 @@ def _run(ref: _Orbit, dc: _Fe, steps: int, at: set[int]) -> dict[int, tuple[comp
         # delta_{n+1} = (2 Z_n + delta_n) delta_n + dc
         vm, ve = _add(2 * zn, 0, dm, de)
         dm, de = _add(vm * dm, ve + de, cm, ce)
+        # (the test inline with SMALL and BIG as literals, the call rare: _normal on every
+        # step made the loop 40% slower)
         a = max(abs(dm.real), abs(dm.imag))
-        if a > 2.0**64 or (0 < a < 2.0**-64):
-            k = math.frexp(a)[1]
-            dm, de = complex(math.ldexp(dm.real, -k), math.ldexp(dm.imag, -k)), de + k
+        if a > 2.0**64 or 0 < a < 2.0**-64:
+            dm, de = _normal(dm, de)
         a = max(abs(gm.real), abs(gm.imag))
-        if a > 2.0**64 or (0 < a < 2.0**-64):
-            k = math.frexp(a)[1]
-            gm, ge = complex(math.ldexp(gm.real, -k), math.ldexp(gm.imag, -k)), ge + k
+        if a > 2.0**64 or 0 < a < 2.0**-64:
+            gm, ge = _normal(gm, ge)
         if n + 1 in at:
             out[n + 1] = (dm, de, gm, ge)
     return out
@@ -140,11 +143,11 @@ def misiurewicz(c_ref: mpc, reference: Orbit, guess: mpc, preperiod: int, period
     divided out as newton.misiurewicz's other_than does); None where it does not
     settle within 2^WIDE views."""
     k, end = preperiod, preperiod + period
-    ref = _Orbit(reference, end)
-    z_diff = ref.z[end] - ref.z[k]
+    z = _points(reference, end)
+    z_diff = z[end] - z[k]
 
     def step(dc: _Fe) -> _Fe:
-        got = _run(ref, dc, end, {k, end})
+        got = _run(z, dc, end, {k, end})
         (am, ae, agm, age), (bm, be, bgm, bge) = got[k], got[end]
         # g = (Z_end - Z_k) + (delta_end - delta_k), g' = d_end - d_k
         gm, ge = _add(z_diff, 0, *_add(bm, be, -am, ae))
@@ -165,16 +168,16 @@ def nucleus(c_ref: mpc, reference: Orbit, period: int, divisors: set[int], bits:
     ``divisors`` divided out, as newton.nucleus does) by Newton's method in
     perturbation, from c_ref's rounded orbit ``reference`` (at least ``period`` steps);
     None where it does not settle within 2^WIDE views."""
-    ref = _Orbit(reference, period)
+    z = _points(reference, period)
     at = set(divisors) | {period}
 
     def step(dc: _Fe) -> _Fe:
-        got = _run(ref, dc, period, at)
+        got = _run(z, dc, period, at)
         # (log h)' = dz_p / z_p - sum over the divisors of dz_k / z_k, z_n = Z_n + delta_n
-        sm, se = 0j, -(1 << 60)
+        sm, se = 0j, ZERO_E
         for n in sorted(at):
             dm, de, gm, ge = got[n]
-            zm, ze = _add(ref.z[n], 0, dm, de)
+            zm, ze = _add(z[n], 0, dm, de)
             r = _div(gm, ge, zm, ze)
             sm, se = _add(sm, se, r.m if n == period else -r.m, r.e)
         return _div(1 + 0j, 0, sm, se)
