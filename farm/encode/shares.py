@@ -68,8 +68,8 @@ def cut(store: Store, store_path: str | os.PathLike[str], color: Color, video: V
     segment's sum of ``weights`` (one a frame, or None: equal frames) in proportion to its
     rank's capacity. Where what a frame costs is not known (a render that has not begun),
     segments dealt in rounds give every rank frames from the whole film, its costly and
-    its cheap parts. The video's settings and codec are fixed here, once,
-    so that the segments join."""
+    its cheap parts. The video's settings and codec are fixed here, once, so that the
+    segments join."""
     frames, size = store.frames, store.spec.size
     silent = replace(video, path=silent_path(video.path), audio=None) if video.audio else video
     owners = dealt(len(capacity), rounds)

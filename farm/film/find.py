@@ -279,7 +279,7 @@ def _preperiods(center: tuple[str, str], log2_view: float, extra: int) -> tuple[
     bits = bits_for(log2_view)
     run = HandoffOrbiter(per.parse(center, bits), bits)  # to a GPU once long and deep
     dz, rec, out = Derivative(), Recorder(), []
-    z, last = (0.0, 0.0, 0), MAX_PERIOD
+    z, last = (0.0, 0.0, 0), None  # last: the step the orbit goes to, once the preperiods are in
     try:
         for k in range(1, MAX_PERIOD):
             dz.step(*z)
@@ -288,9 +288,10 @@ def _preperiods(center: tuple[str, str], log2_view: float, extra: int) -> tuple[
             if not z[2] and z[0] * z[0] + z[1] * z[1] > 4:
                 break
             rec.add(*z)
-            if k >= last:
-                break
-            if last == MAX_PERIOD and dz.log2_abs >= 3 - log2_view:
+            if last is not None:
+                if k >= last:
+                    break
+            elif dz.log2_abs >= 3 - log2_view:
                 out.append(k)
                 if dz.log2_abs >= 6 - log2_view or len(out) >= 6:
                     last = k + extra

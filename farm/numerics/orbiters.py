@@ -173,6 +173,8 @@ def host_seconds(bits: int, steps: int) -> float:
     on two threads of the GPU machines' hosts took 0.10-0.12 ms a step at 33k bits,
     0.27-0.30 at 100k and 1.1-2.2 at 333k (BENCHMARKS.md, "Reference orbits")."""
     return steps * 1.1e-4 * (bits / 33_000) ** 1.2
+
+
 ENGINE_VARIABLE = "FARM_ORBIT_ENGINE"  # auto | gpu | cpu (docs/reference-cli.md)
 
 

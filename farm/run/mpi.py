@@ -55,7 +55,6 @@ if TYPE_CHECKING:
     from farm.encode.shares import ShareReport, Shares
 
 
-
 def _bcast_references(comm, refs: References | None) -> References | None:
     """References from rank 0 to every rank: metadata pickled, the orbits as one
     buffer."""

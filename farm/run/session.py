@@ -150,20 +150,21 @@ def _write_session(session: Session, link: transport.MasterLink,
             for line in session.announce:
                 print(line, file=sys.stderr)
             report = _render(session, writer, link, pending, timeline)
-        video = sink is not None and (report is None or report.end.status == "finished")
-        if sink and not video:
+        ended_well = report is None or report.end.status == "finished"
+        video = sink if ended_well else None  # the video to finish
+        if sink is not None and video is None:
             sink.abort()
-        if video:
+        if video is not None:
             writer.sync_soon()  # the store to disk while the video's tail is made
             timeline.setdefault("render_ended", time.time())
         writer.end_run(timeline)
         run = writer.run
-    if sink is not None and video and not sink.local:  # nodes reading the store: before the rename
-        _finish_video(session, sink, run)
+    if video is not None and not video.local:  # nodes reading the store: before the rename
+        _finish_video(session, video, run)
     packing = _Compaction(path, plan)  # beside the video's tail where the video is made here
-    if sink is not None and video and sink.local:
+    if video is not None and video.local:
         try:
-            _finish_video(session, sink, run)
+            _finish_video(session, video, run)
         except BaseException:
             packing.wait_unless_interrupted()
             raise
