@@ -6,6 +6,7 @@ the batch sizes are shrunk so that they cross several batches."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import gmpy2
@@ -27,6 +28,31 @@ MISI = ("-1.76869679074560518017859914435463056901754636527595626787",
 # the Seahorse Valley point of issue 11's light job: M(24, 1)
 LIGHT = ("-0.775683768009053797469483503934741045728246504615800394794952001400666",
          "0.1364673682946901247332744096178487651977721115924676964078001954008357")
+
+
+@contextlib.contextmanager
+def beside_the_host(c: mpc, bits: int, steps: int, each=lambda run, n: None):
+    """A HandoffOrbiter stepped ``steps`` steps beside the host's orbiter, its point
+    equal at every step (``each(run, n)`` asserts more): the orbiter, still open, and
+    the host's exact z by step."""
+    run, ref = handoff.HandoffOrbiter(c, bits), orbiter(c, bits)
+    values = {}
+    try:
+        for n in range(1, steps + 1):
+            run.step()
+            ref.step()
+            assert run.point() == ref.point(), n
+            values[n] = ref.value()
+            each(run, n)
+        yield run, values
+    finally:
+        run.close()
+        ref.close()
+
+
+def assert_values_at(run, values: dict, ks, bits: int) -> None:
+    for k in ks:
+        assert abs(run.value_at(k) - values[k]) <= mpfr(2) ** (12 - bits) * abs(values[k]), k
 
 
 def bulb(bits: int) -> mpc:
@@ -69,23 +95,14 @@ def test_handoff_in_mid_orbit(monkeypatch, small_batches):
     monkeypatch.setenv("FARM_ORBIT_ENGINE", "gpu")
     monkeypatch.setattr(handoff, "handoff_step", lambda bits: 100)
     bits = 256
-    c = bulb(bits)
-    run, ref = handoff.HandoffOrbiter(c, bits), orbiter(c, bits)
-    values = {}
-    try:
-        for n in range(1, 1201):
-            run.step()
-            ref.step()
-            assert run.point() == ref.point(), n
-            values[n] = ref.value()
-            assert run.on_device == (n >= 100)
-        for k in (1, 50, 99, 100, 101, 256, 333, 512, 700, 1024, 1200):
-            assert abs(run.value_at(k) - values[k]) <= mpfr(2) ** (12 - bits) * abs(values[k]), k
+
+    def handed_over_at_100(run, n):
+        assert run.on_device == (n >= 100)
+
+    with beside_the_host(bulb(bits), bits, 1200, handed_over_at_100) as (run, values):
+        assert_values_at(run, values, (1, 50, 99, 100, 101, 256, 333, 512, 700, 1024, 1200), bits)
         with pytest.raises(ValueError):
             run.value_at(1201)
-    finally:
-        run.close()
-        ref.close()
 
 
 def test_preperiodic_orbit_on_the_device_is_the_hosts(monkeypatch, small_batches):
@@ -116,16 +133,8 @@ def test_without_a_gpu_the_host_steps_and_says_nothing(monkeypatch, capsys):
     monkeypatch.setattr(handoff, "handoff_step", lambda bits: 10)
     monkeypatch.setattr(gpu_orbit, "devices", lambda gpus_only=True: [])
     bits = 256
-    c = per.parse(LIGHT, bits)
-    run, ref = handoff.HandoffOrbiter(c, bits), orbiter(c, bits)
-    try:
-        for _ in range(40):
-            run.step()
-            ref.step()
-        assert not run.on_device and run.point() == ref.point()
-    finally:
-        run.close()
-        ref.close()
+    with beside_the_host(per.parse(LIGHT, bits), bits, 40) as (run, _):
+        assert not run.on_device
     assert capsys.readouterr().err == ""
 
 
@@ -147,19 +156,7 @@ def test_a_device_that_fails_in_mid_orbit_leaves_it_to_the_host(monkeypatch, sma
 
     monkeypatch.setattr(gpu_orbit.DeviceOrbit, "run", failing)
     bits = 256
-    c = bulb(bits)
-    run, ref = handoff.HandoffOrbiter(c, bits), orbiter(c, bits)
-    values = {}
-    try:
-        for n in range(1, 701):
-            run.step()
-            ref.step()
-            assert run.point() == ref.point(), n
-            values[n] = ref.value()
+    with beside_the_host(bulb(bits), bits, 700) as (run, values):
         assert not run.on_device and len(calls) == 3
-        for k in (150, 300, 699):
-            assert abs(run.value_at(k) - values[k]) <= mpfr(2) ** (12 - bits) * abs(values[k]), k
-    finally:
-        run.close()
-        ref.close()
+        assert_values_at(run, values, (150, 300, 699), bits)
     assert capsys.readouterr().err.count("the orbit on the CPU: the device orbit on a test device: lost") == 1
