@@ -116,6 +116,9 @@ def test_find_writes_a_job_that_validates(tmp_path):
     (["0", "0", "--depth", "0"], "--depth"),
     (["0", "0", "--depth", "1", "--view", "0.01"], "--depth"),
     (["-1.7", "0", "--depth", "1e-10", "--size", "10x10"], "--size"),
+    (["0", "0", "--depth", "1e-10", "--chain", "--structure", "1e-5"], "--structure"),
+    (["0", "0", "--depth", "1e-10", "--structure", "1"], "--structure"),
+    (["0", "0", "--depth", "1e-10", "--structure", "deep"], "--structure"),
 ])
 def test_find_bad_input_one_line(tmp_path, args, field):
     out = tmp_path / "x.toml"

@@ -18,7 +18,7 @@ from farm.errors import UsageError
 
 
 def cmd_find(args: argparse.Namespace) -> int:
-    from farm.film.find import run
+    from farm.film.find_cli import run
 
     return run(args)
 

@@ -178,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_find_parser(sub) -> None:
     p = sub.add_parser("find", help="find a deep target near a point and write a job that zooms there",
                        description="From a point near the boundary of the set, find a minibrot "
-                       "whose width is about --depth (Misiurewicz points lead down to it), or a "
+                       "whose width is about --depth (Misiurewicz points lead down to it; below "
+                       "--structure, a Misiurewicz point's spiral), or a "
                        "Misiurewicz point (--misiurewicz), or follow a chain of embedded Julia "
                        "sets (--chain), to as many digits as the depth needs, and write a job "
                        "file that zooms there (to stdout without --out).")
@@ -195,9 +196,10 @@ def _add_find_parser(sub) -> None:
                    help="minibrots on the embedded Julia set of the one before, as Kalles "
                    "Fraktaler's Newton zoom (periods grow fast: practical to about 1e-2000)")
     p.add_argument("--structure", metavar="W",
-                   help="with --misiurewicz: follow Misiurewicz points down to width W only "
-                   "(below, the zoom is self-similar and the reference orbit shorter); the "
-                   "point still has the digits --depth needs")
+                   help="follow Misiurewicz points down to width W only; below, the zoom is "
+                   "self-similar: into the point (--misiurewicz), or along its spiral to a "
+                   "minibrot at the depth (minutes where the descent takes hours; default "
+                   "below 1e-10000: a hundredth of the depth's digits)")
     p.add_argument("--out", metavar="JOB.toml", help="job file to write (not overwritten)")
     p.add_argument("--from-width", default="4", metavar="W", help="the first frame's width (default 4)")
     p.add_argument("--size", type=image_size(16, 16384), default="1920x1080", metavar="WxH",

@@ -16,6 +16,13 @@ kinds of target, each given to as many digits as the depth needs:
   atom of a higher period, and so on until a minibrot is as small as the target. Each
   step doubles the shapes around the centre: a start anywhere near the boundary
   makes a zoom with new structure all the way down;
+* a minibrot **on a spiral** (by default below 1e-10000, or below ``--structure``):
+  the Misiurewicz points lead down only to the structure's width, and the set is
+  self-similar about the last one, each turn of its spiral holding a copy of every
+  minibrot of the turn before, |lambda|^2 narrower (farm/numerics/spiral.py); the
+  family of a minibrot found near the point is followed inward to the depth, a few
+  Newton iterations a level, where a descent's Newton iterations at each of its
+  levels would take hours at 1e-100000;
 * a **Misiurewicz point** (``--misiurewicz``, after the above or from the point): a
   point c with z_{k+q}(c) = z_k(c) within the view, found by Newton's method on
   z_{k+q} - z_k (period.misiurewicz) for small periods q and the preperiod k at which
@@ -37,11 +44,8 @@ preperiodic_orbit) run at the full bits.
 from __future__ import annotations
 
 import math
-import re
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 
 from farm.errors import UsageError
 from farm.numerics import far_newton
@@ -49,6 +53,7 @@ from farm.numerics import period as per
 from farm.numerics.handoff import HandoffOrbiter
 from farm.numerics.orbit import Derivative, Orbit, Recorder
 from farm.numerics.scan import scan
+from farm.numerics.spiral import SpiralError, follow
 from farm.plan.auto_limits import log2_copy_scale
 from farm.plan.reference_orbits import lambda_prime
 from farm.plan.reference_types import Reference
@@ -68,6 +73,10 @@ ANGLES = (math.pi / 5, 3 * math.pi / 5, math.pi, 7 * math.pi / 5)  # Newton's st
 CHAIN_DISC = 1 / 16  # and the disc its period detection looks at: this many widths
 NUCLEUS_VIEWS = 2  # a minibrot found from a view may lie this many (log2) view widths off
 SEARCH_DISCS = 12  # a minibrot search tries discs of the view's diameter, 1/4 of it, ...
+SPIRAL_BELOW = -10000 * LOG2_10  # minibrots deeper than this follow a spiral by default, ...
+STRUCTURE_SHARE = 100  # ... from a descent to this fraction of the depth's digits
+SPIRAL_START = 20  # a spiral's first minibrot is looked for this many (log2) below its point's view
+MINIBROT_GAP = 3.5  # a deep minibrot is looked for about 2^-3.5 of the depth wide (1 to 6 is fine)
 
 
 @dataclass(frozen=True)
@@ -115,8 +124,8 @@ def minibrot(center: tuple[str, str], log2_view: float, say: Callable[[str], Non
         c, q = found
         width = _width(c, q, bits)
         if width < log2_view - 1:
-            say(f"find: a minibrot of period {q} in the view of width {_sci(log2_view)}, "
-                f"width {_sci(width)}")
+            say(f"find: a minibrot of period {q} in the view of width {scientific(log2_view)}, "
+                f"width {scientific(width)}")
             if bits < bits_for(width):  # refine at the minibrot's own scale (Newton is close)
                 known, bits = bits, bits_for(width)
                 c = per.nucleus(c, q, bits, scale=log2_view, guess_bits=known - GUESS_SLACK)
@@ -125,7 +134,7 @@ def minibrot(center: tuple[str, str], log2_view: float, say: Callable[[str], Non
                 width = _width(c, q, bits)
             point = per.point(c, bits)
             return Stage((point.re, point.im), q, width, log2_view)
-    raise UsageError(f"no minibrot near {_short(center)} within width {_sci(log2_view)}: the "
+    raise UsageError(f"no minibrot near {shortened(center)} within width {scientific(log2_view)}: the "
                      "point is too far from the set (or inside it); start nearer the boundary")
 
 
@@ -153,9 +162,11 @@ def _nucleus(center: tuple[str, str], p: int, bits: int, log2_view: float,
     return None
 
 
-def _width(c, p: int, bits: int) -> float:
-    """log2 of the width of the minibrot of nucleus c, period p: 2.25 / |lambda' beta|."""
-    points = per.orbit(c, bits, p, 1e300)
+def _width(c, p: int, bits: int, points: Orbit | None = None) -> float:
+    """log2 of the width of the minibrot of nucleus c, period p: 2.25 / |lambda' beta|
+    (``points``: its rounded orbit, where the caller has it)."""
+    if points is None:
+        points = per.orbit(c, bits, p, 1e300)
     ref = Reference(per.point(c, 64), p, points, "nucleus", *lambda_prime(points))
     return math.log2(2.25) - log2_copy_scale(ref)
 
@@ -170,7 +181,7 @@ def chain(start: tuple[str, str], log2_view: float, log2_depth: float,
         view = last.log2_view + CHAIN_STEP * (last.log2_width - last.log2_view)
         offset = CHAIN_OFFSET * 2.0 ** (view - math.floor(view))
         say(f"find: chain step {len(stages)}: the Julia set around period {last.period}, "
-            f"width {_sci(view)}")
+            f"width {scientific(view)}")
         for angle in ANGLES:  # a direction whose disc meets a higher period
             nxt = per.moved(last.center, offset * math.cos(angle), offset * math.sin(angle),
                             math.floor(view), bits_for(view))
@@ -182,7 +193,7 @@ def chain(start: tuple[str, str], log2_view: float, log2_depth: float,
                 break
         else:
             raise UsageError(f"the chain stopped at period {last.period}, width "
-                             f"{_sci(last.log2_width)}: no higher period around it")
+                             f"{scientific(last.log2_width)}: no higher period around it")
         stages.append(Stage(stage.center, stage.period, stage.log2_width, view))
     return stages
 
@@ -224,11 +235,11 @@ def misiurewicz(center: tuple[str, str], log2_view: float, say: Callable[[str], 
                 found = _cycle(c, q, k, bits)
                 if found is not None:
                     say(f"find: a Misiurewicz point of preperiod {found[0]}, period {found[1]}, in "
-                        f"the view of width {_sci(log2_view)}")
+                        f"the view of width {scientific(log2_view)}")
                     point = per.point(c, bits)
                     return (point.re, point.im), *found
-    raise UsageError(f"no Misiurewicz point found near {_short(center)} within width "
-                     f"{_sci(log2_view)}")
+    raise UsageError(f"no Misiurewicz point found near {shortened(center)} within width "
+                     f"{scientific(log2_view)}")
 
 
 def _cycle(c, q: int, k: int, bits: int) -> tuple[int, int] | None:
@@ -265,10 +276,47 @@ def descend(start: tuple[str, str], log2_view: float, log2_depth: float,
             except UsageError:
                 step /= 2  # ... or less where Newton finds nothing there
         else:
-            raise UsageError(f"the descent stopped at width {_sci(view)}: no Misiurewicz point "
+            raise UsageError(f"the descent stopped at width {scientific(view)}: no Misiurewicz point "
                              "found further down; try another start")
         view = nxt
     return center, k, q
+
+
+def spiral(center: tuple[str, str], k: int, q: int, log2_found: float, log2_depth: float,
+           say: Callable[[str], None]) -> Stage:
+    """A minibrot about 2^-MINIBROT_GAP of the depth wide on the spiral of the
+    Misiurewicz point ``center`` (preperiod k, period q, found in the view of width
+    2^log2_found): the point refined to the depth's bits, a minibrot SPIRAL_START below
+    its view (its family's first member), and that family followed inward
+    (farm/numerics/spiral.py); each direction of ANGLES in turn."""
+    bits = bits_for(log2_depth)
+    point = per.misiurewicz(per.parse(center, bits), k, q, bits, scale=log2_found,
+                            guess_bits=bits_for(log2_found) - GUESS_SLACK)
+    if point is None:
+        raise UsageError(f"the Misiurewicz point did not converge at {bits} bits")
+    exact = per.point(point, bits)
+    view = log2_found - SPIRAL_START
+    offset = CHAIN_OFFSET * 2.0 ** (view - math.floor(view))
+    for angle in ANGLES:
+        moved = per.moved((exact.re, exact.im), offset * math.cos(angle), offset * math.sin(angle),
+                          math.floor(view), bits_for(view))
+        try:
+            first = minibrot(moved, view, say)
+            c, p, _ = follow(point, k, q, per.parse(first.center, bits), first.period,
+                             first.log2_width, log2_depth - MINIBROT_GAP, log2_found, bits_for,
+                             say)
+        except (UsageError, SpiralError):
+            continue
+        points = per.orbit(c, bits, p, 1e300)  # one long orbit for both checks
+        if per.first_return(points, p, bits) != p:
+            continue
+        width = _width(c, p, bits, points)
+        say(f"find: a minibrot of period {p} on the spiral of the Misiurewicz point, width "
+            f"{scientific(width)}")
+        found = per.point(c, bits)
+        return Stage((found.re, found.im), p, width, view)
+    raise UsageError(f"no minibrot followed down the spiral of the Misiurewicz point at "
+                     f"{shortened(center)}; try another start or --structure")
 
 
 def _preperiods(center: tuple[str, str], log2_view: float, extra: int) -> tuple[list[int], Orbit]:
@@ -319,9 +367,12 @@ def find(start: tuple[str, str], log2_view: float, log2_depth: float, chained: b
          log2_structure: float | None = None) -> Target:
     """The target of ``farm find`` (see the module docstring): a minibrot at about the
     depth (Misiurewicz points down to it first when it is deeper than the view), its
-    Julia-set chain (``chained``), or a Misiurewicz point at the depth (``misi``):
-    followed down to 2^log2_structure (default the depth; below, a zoom into it is
-    self-similar, and its reference shorter) and given to the depth's digits."""
+    Julia-set chain (``chained``), or a Misiurewicz point at the depth (``misi``).
+    Misiurewicz points are followed down to 2^log2_structure; below, a zoom is
+    self-similar: into the point itself (its reference shorter), or along its spiral
+    to a minibrot (spiral(): minutes where a descent would take hours). The default:
+    the depth, except for minibrots deeper than SPIRAL_BELOW (a STRUCTURE_SHARE-th
+    of the depth's digits). The target has the depth's digits."""
     if chained:
         stages = chain(start, log2_view, log2_depth, say)
         last = stages[-1]
@@ -348,8 +399,17 @@ def find(start: tuple[str, str], log2_view: float, log2_depth: float, chained: b
     # minibrots near a Misiurewicz point at scale s are about s^2 wide (the copy of the
     # set they are sits at the point's scale twice over): one a few times narrower than
     # the depth lies near a point at half its digits (a little more, if the first is
-    # too wide)
+    # too wide), or on the spiral of a point where new structure stops, further up
     half = (log2_depth - MINIBROT_MARGIN) / 2
+    top = log2_structure
+    if top is None:
+        top = log2_depth / STRUCTURE_SHARE if log2_depth < SPIRAL_BELOW else log2_depth
+    if top > half + MINIBROT_TRIES:
+        top = min(top, log2_view)
+        center, k, q = (descend(start, log2_view, top, say) if top < log2_view - 8
+                        else misiurewicz(start, log2_view, say))
+        stage = spiral(center, k, q, top if top < log2_view - 8 else log2_view, log2_depth, say)
+        return Target("minibrot", stage.center, stage.period, 0, stage.log2_width, (stage,))
     near, _, _ = descend(start, log2_view, half + MINIBROT_TRIES, say)
     best = None
     for _ in range(2 * MINIBROT_TRIES):
@@ -368,30 +428,7 @@ def find(start: tuple[str, str], log2_view: float, log2_depth: float, chained: b
     return Target("minibrot", stage.center, stage.period, 0, stage.log2_width, (stage,))
 
 
-def job_text(target: Target, first_width: str, last_width: str, size: tuple[int, int],
-             frames: int, fps: int, name: str, note: str) -> str:
-    """A job file that zooms from ``first_width`` to ``last_width`` into the target."""
-    what = (f"the minibrot of period {target.period} (width {_sci(target.log2_width)})"
-            if target.kind == "minibrot" else
-            f"the Misiurewicz point of preperiod {target.preperiod}, period {target.period}")
-    return textwrap.dedent(f"""\
-        # Written by `farm find` ({note}): a zoom into {what}.
-        # The centre has {len(target.center[0])} characters: as many digits as the depth needs.
-        [view]
-        center = ["{target.center[0]}", "{target.center[1]}"]
-        width = ["{first_width}", "{last_width}"]
-        [image]
-        size = [{size[0]}, {size[1]}]
-        [animation]
-        frames = {frames}
-        fps = {fps}
-        [output]
-        store = "renders/{name}.h5"
-        video = "renders/{name}.mp4"
-        """)
-
-
-def _sci(log2_x: float) -> str:
+def scientific(log2_x: float) -> str:
     e10 = log2_x / LOG2_10
     exp = math.floor(e10)
     mantissa = round(10 ** (e10 - exp), 1)
@@ -400,81 +437,5 @@ def _sci(log2_x: float) -> str:
     return f"{mantissa:.1f}e{exp}"
 
 
-def _short(center: tuple[str, str]) -> str:
+def shortened(center: tuple[str, str]) -> str:
     return f"({center[0][:24]}, {center[1][:24]})"
-
-
-# ---------------------------------------------------------------------- command line
-_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
-
-def _number(text: str, name: str) -> Decimal:
-    """A decimal string as an exact Decimal, or a one-line error naming the option."""
-    if not _DECIMAL.fullmatch(text.strip()):
-        raise UsageError(f"{name}: {text[:40]!r} is not a decimal number (like \"-0.75\" or \"1e-20\")")
-    try:
-        return Decimal(text.strip())
-    except InvalidOperation:
-        raise UsageError(f"{name}: {text[:40]}: its exponent is out of range") from None
-
-
-def _log2(value: Decimal) -> float:
-    return float(value.log10()) * LOG2_10
-
-
-def run(args) -> int:
-    """``farm find`` (farm/cli.py): check the options, find the target, write the job."""
-    import sys
-    from pathlib import Path
-
-    from farm import spec as specmod
-
-    start = (args.re.strip(), args.im.strip())
-    for value, name in ((start[0], "RE"), (start[1], "IM")):
-        if abs(_number(value, name)) > 4:
-            raise UsageError(f"{name}: {value[:40]} is too far out: the set lies within |c| <= 2")
-    depth, view = _number(args.depth, "--depth"), _number(args.view, "--view")
-    first = _number(args.from_width, "--from-width")
-    for value, name in ((depth, "--depth"), (view, "--view"), (first, "--from-width")):
-        if not value > 0:
-            raise UsageError(f"{name}: {value} must be > 0")
-    if not depth < view:
-        raise UsageError(f"--depth: {args.depth} must be below --view ({args.view})")
-    if not depth < first:
-        raise UsageError(f"--depth: {args.depth} must be below --from-width ({args.from_width})")
-    size = args.size  # WxH, checked by the parser (farm/cli.py)
-    out = Path(args.out) if args.out else None
-    if out is not None:
-        if out.suffix != ".toml":
-            raise UsageError(f"--out: {out} must end in .toml")
-        if out.exists():
-            raise UsageError(f"--out: {out} exists (farm find does not overwrite job files)")
-        if not out.parent.is_dir():
-            raise UsageError(f"--out: the directory {out.parent} does not exist")
-    say = (lambda text: None) if args.quiet else (lambda text: print(f"farm: {text}", file=sys.stderr))
-    structure = None
-    if args.structure is not None:
-        if not args.misiurewicz:
-            raise UsageError("--structure: only with --misiurewicz")
-        structure = _log2(_number(args.structure, "--structure"))
-    target = find(start, _log2(view), _log2(depth), args.chain, args.misiurewicz, say, structure)
-    name = out.stem if out is not None else "find"
-    last = args.depth.strip()
-    text = job_text(target, args.from_width.strip() if args.frames > 1 else last, last, size,
-                    args.frames, args.fps, name, f"farm find {args.re} {args.im} --depth {last}")
-    specmod.parse_text(text, name=name)  # the job it writes is a valid one
-    if out is None:
-        sys.stdout.write(text)
-    else:
-        out.write_text(text)
-        say(f"find: wrote {out}: {describe(target)}")
-    return 0
-
-
-def describe(target: Target) -> str:
-    """One line: what the target is."""
-    if target.kind == "minibrot":
-        return (f"the minibrot of period {target.period}, width {_sci(target.log2_width)}, at "
-                f"{_short(target.center)}")
-    return (f"the Misiurewicz point of preperiod {target.preperiod}, period {target.period}, at "
-            f"{_short(target.center)}")

@@ -30,6 +30,7 @@ from gmpy2 import mpc, mpfr
 
 from farm.numerics import mpfr_threads
 from farm.numerics.mpfr_points import hex_text, log2_abs, precision
+from farm.numerics.orbit import Orbit
 from farm.numerics.orbiters import ENGINE_VARIABLE, GPU_ORBIT_BITS, orbit
 
 NEWTON_MARGIN = 32  # bits an iteration below full precision runs at beyond the step it expects
@@ -206,6 +207,15 @@ def nucleus(guess: mpc, period: int, bits: int, max_steps: int = 64, divide: boo
     return None
 
 
+def nucleus_step(c: mpc, period: int, bits: int) -> mpc | None:
+    """One plain Newton iteration for a nucleus of ``period`` at ``bits`` bits, c -
+    z_p / dz_p, with no test of convergence (for a caller that refines the result
+    further, such as farm/numerics/spiral.py); None where dz_p is 0 or not finite."""
+    with precision(bits):
+        _, (z, dz) = _orbit_at(+c, bits, period, set())[-1]
+        return None if _bad(dz) else c - z / dz
+
+
 def misiurewicz(guess: mpc, preperiod: int, period: int, bits: int, max_steps: int = 64,
                 other_than: mpc | None = None, scale: float | None = None,
                 guess_bits: int | None = None) -> mpc | None:
@@ -245,10 +255,28 @@ def misiurewicz(guess: mpc, preperiod: int, period: int, bits: int, max_steps: i
     return None
 
 
+def cycle_multiplier(c: mpc, preperiod: int, period: int, bits: int) -> mpc:
+    """(f^q)'(z_k) = prod 2 z_j over j = k .. k + q - 1 (k = ``preperiod``, q =
+    ``period``) at ``bits`` bits: for a Misiurewicz point c, the multiplier of the
+    repelling cycle its orbit lands on at step k."""
+    last = preperiod + period - 1
+    with precision(bits):
+        out = mpc(1)
+        for _, (z, _dz) in _orbit_at(+c, bits, last, set(range(preperiod, last))):
+            out *= 2 * z
+    return out
+
+
 def lowest_return(c: mpc, period: int, bits: int) -> int:
     """The first k <= period with |z_k(c)| < 2^(-bits/2) (for a nucleus of period p:
     p itself, unless it is also the nucleus of a lower period k dividing p), from the
     rounded orbit (its exponents hold any depth): on a GPU where orbiters.orbit() takes
     a long, deep orbit there."""
-    small = np.flatnonzero(orbit(c, bits, period, math.inf).log2_abs[1:] < -bits / 2)
+    return first_return(orbit(c, bits, period, math.inf), period, bits)
+
+
+def first_return(points: Orbit, period: int, bits: int) -> int:
+    """:func:`lowest_return` from c's rounded orbit ``points`` (z_0 .. z_period at
+    least), where the caller has it already."""
+    small = np.flatnonzero(points.log2_abs[1:period + 1] < -bits / 2)
     return int(small[0]) + 1 if len(small) else period

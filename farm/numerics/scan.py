@@ -186,12 +186,16 @@ class _State:
         up. A centre in a minibrot, or near a component's edge (the Seahorse centre:
         |lambda| 0.925), is known here, n steps in, where Brent's returns (below) need
         two laps more past the next power of two; where Newton's method fails here,
-        the scan goes on."""
-        if self.lap_log2 >= 1 or not self.watch or self.pending is not None:
+        the scan goes on. A nucleus is known in closed form (nucleus_cycle) even after
+        Brent's returns found a repelling cycle (a minibrot on a Misiurewicz point's
+        spiral shadows the point's cycle first: farm/numerics/spiral.py)."""
+        if self.lap_log2 >= 1:
             return None
         at_nucleus = nucleus_cycle(self.lap_log2, self.rec.log2_abs(n), self.dz.log2_abs)
         if at_nucleus is not None:
             return self.result(n, returns=n, cycle=at_nucleus)
+        if not self.watch or self.pending is not None:
+            return None
         cycle = attracting_cycle(self.c, n, self.bits, self.run.value())
         return None if cycle is None else self.result(n, returns=n, cycle=cycle)
 
