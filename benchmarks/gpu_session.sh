@@ -6,7 +6,7 @@
 #   steps: any of
 #   devices tests kernels quick ptx bench perturb skipping skipvariants steprun zoom zoomskip
 #   farm scaling pipeline wholescaling packsweep expmap samples depth videoprofile floor
-#   sinktrace limits encodenodes encodelimit rendernodes film
+#   sinktrace limits encodenodes encodelimit rendernodes film deepfind
 #   (default: devices tests kernels farm)
 set -u
 OUT=${OUT:-/tmp/farm-gpu}
@@ -232,6 +232,18 @@ print('mpi store identical:', all(np.array_equal(a[k][...], b[k][...]) for k in 
         echo "film-$round: $(awk "BEGIN {printf \"%.2f\", $EPOCHREALTIME - $t0}") s" | tee -a "$OUT/film.txt"
         tail -3 "$OUT/film-$round.err"
       done ;;
+    deepfind)
+      # issue 45: a minibrot at 1e-100000 found from the antenna's tip (the default: along a
+      # Misiurewicz point's spiral), then its 1080p frame rendered; each command timed, the
+      # job, the frame and the progress lines in $OUT
+      log "a minibrot at 1e-100000: farm find, then farm render"
+      rm -f renders/deep100k.toml renders/deep100k.h5 renders/deep100k.png
+      mkdir -p renders
+      timed deepfind-find deepfind.txt python3 -m farm find -1.7687 0.0017 --depth 1e-100000 \
+        --frames 1 --out renders/deep100k.toml
+      timed deepfind-render deepfind.txt python3 -m farm render renders/deep100k.toml
+      tail -2 "$OUT/deepfind-find.err"; grep timeline "$OUT/deepfind-render.err"
+      cp renders/deep100k.toml renders/deep100k.png "$OUT/" ;;
     encodelimit)
       # what x264 alone does on the same split (the bound of `encodenodes`): the minibrot
       # zoom's frames as raw planes, encoded by plain ffmpeg on 1 x 4, 2 x 4 and 4 x 4 cores
