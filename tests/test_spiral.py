@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import mpmath
+import pytest
 from conftest import run_farm
 
 from farm.film import find
@@ -90,12 +91,14 @@ def test_follow_reaches_the_member_plain_newton_finds():
     assert abs(find._width(c, p, bits) - width) < 0.05
 
 
-def test_find_a_minibrot_on_a_spiral():
-    """find with --structure above half the depth's digits: a minibrot about 2^-3.5 of
+@pytest.mark.parametrize("structure", [30, 140])  # far above half the digits, and near it
+def test_find_a_minibrot_on_a_spiral(structure):
+    """find with --structure above half the depth's digits: a minibrot 2^-1 to 2^-6 of
     the depth wide, of exactly its period (mpmath), found along the spiral."""
     said: list[str] = []
     depth = -300 * LOG2_10
-    target = find.find(TIP, math.log2(0.01), depth, say=said.append, log2_structure=-30 * LOG2_10)
+    target = find.find(TIP, math.log2(0.01), depth, say=said.append,
+                       log2_structure=-structure * LOG2_10)
     assert any("spiral" in line for line in said)
     assert target.kind == "minibrot" and depth - 6 <= target.log2_width <= depth - 1
     assert _mp_nucleus_period(target.center, target.period, find.bits_for(depth)) == target.period

@@ -311,6 +311,8 @@ def spiral(center: tuple[str, str], k: int, q: int, log2_found: float, log2_dept
         if per.first_return(points, p, bits) != p:
             continue
         width = _width(c, p, bits, points)
+        if not log2_depth - 6 <= width <= log2_depth - 1:  # wanted: 2^1 to 2^6 narrower
+            continue
         say(f"find: a minibrot of period {p} on the spiral of the Misiurewicz point, width "
             f"{scientific(width)}")
         found = per.point(c, bits)
@@ -404,7 +406,7 @@ def find(start: tuple[str, str], log2_view: float, log2_depth: float, chained: b
     top = log2_structure
     if top is None:
         top = log2_depth / STRUCTURE_SHARE if log2_depth < SPIRAL_BELOW else log2_depth
-    if top > half + MINIBROT_TRIES:
+    if top > half + MINIBROT_TRIES + SPIRAL_START:  # room for a spiral below the structure
         top = min(top, log2_view)
         center, k, q = (descend(start, log2_view, top, say) if top < log2_view - 8
                         else misiurewicz(start, log2_view, say))

@@ -68,7 +68,9 @@ def follow(point: mpc, preperiod: int, period: int, first: mpc, first_period: in
     ell = log2_abs(lam)
     if not ell > 0.01:
         raise SpiralError(f"the cycle of the Misiurewicz point does not repel (|lambda| = 2^{ell:.3g})")
-    n = max(1, round((first_log2_width - log2_width) / (2 * ell)))
+    n = round((first_log2_width - log2_width) / (2 * ell))
+    if n < 1:
+        return first, first_period, first_log2_width  # the first is already as narrow
     with precision(full):
         u = first - point
     log2_u0 = log2_abs(u)
