@@ -20,9 +20,9 @@ kinds of target, each given to as many digits as the depth needs:
   the Misiurewicz points lead down only to the structure's width, and the set is
   self-similar about the last one, each turn of its spiral holding a copy of every
   minibrot of the turn before, |lambda|^2 narrower (farm/numerics/spiral.py); the
-  family of a minibrot found near the point is followed inward to the depth, a few
-  Newton iterations a level, where a descent's Newton iterations at each of its
-  levels would take hours at 1e-100000;
+  family of a minibrot found near the point is followed inward to the depth, one
+  Newton iteration a level (about three orbits of the last period in all), where a
+  descent's dozen iterations at each of its levels would take hours at 1e-100000;
 * a **Misiurewicz point** (``--misiurewicz``, after the above or from the point): a
   point c with z_{k+q}(c) = z_k(c) within the view, found by Newton's method on
   z_{k+q} - z_k (period.misiurewicz) for small periods q and the preperiod k at which
@@ -431,6 +431,7 @@ def find(start: tuple[str, str], log2_view: float, log2_depth: float, chained: b
 
 
 def scientific(log2_x: float) -> str:
+    """2^log2_x as 1.0e-123 (any exponent)."""
     e10 = log2_x / LOG2_10
     exp = math.floor(e10)
     mantissa = round(10 ** (e10 - exp), 1)
@@ -440,4 +441,5 @@ def scientific(log2_x: float) -> str:
 
 
 def shortened(center: tuple[str, str]) -> str:
+    """A centre's first 24 characters of each part, for a message."""
     return f"({center[0][:24]}, {center[1][:24]})"
