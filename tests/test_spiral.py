@@ -9,7 +9,7 @@ import math
 
 import mpmath
 import pytest
-from conftest import run_farm
+from conftest import make_spec, run_farm
 
 from farm.film import find
 from farm.numerics import period as per
@@ -17,6 +17,7 @@ from farm.numerics.mpfr_points import log2_abs, precision
 from farm.numerics.newton import cycle_multiplier
 from farm.numerics.scan import scan
 from farm.numerics.spiral import follow, levels
+from farm.plan import make_plan, references
 from farm.spec import parse_text
 
 TIP = ("-1.7687", "0.0017")
@@ -137,3 +138,20 @@ def test_find_structure_for_a_minibrot_on_the_command_line(tmp_path):
     assert "--structure 1e-30" in text.splitlines()[0]  # how to find it again
     spec = parse_text(text)
     assert spec.view.width == ("4", "1e-300") and len(spec.view.center[0]) > 300
+
+
+def test_a_nucleus_past_the_scans_bound_is_still_the_reference(monkeypatch):
+    """A frame centred on a spiral's nucleus whose period is past the scan's cost bound
+    (lowered here) but within the iteration limit: the scan looks on to the limit
+    and the reference is that nucleus, one period long, not the centre's orbit to the
+    limit (at 1e-100000 on two cores: hours)."""
+    depth = -300 * LOG2_10
+    target = find.find(TIP, math.log2(0.01), depth, log2_structure=-30 * LOG2_10)
+    monkeypatch.setattr(references, "SCAN_MIN_STEPS", 200)
+    monkeypatch.setattr(references, "SCAN_BIT_STEPS", 1.0)
+    steps, period_steps = references.scan_steps(20_000, 1200)
+    assert steps == 200 < target.period < period_steps
+    plan = make_plan(make_spec(size=(32, 18), center=target.center, width=("1e-300", "1e-300"),
+                               max_iter=20_000, precision="perturb", tile=(32, 18)))
+    refs = plan.references()
+    assert refs is not None and [(r.kind, r.period) for r in refs.refs] == [("nucleus", target.period)]

@@ -59,21 +59,26 @@ NUCLEUS_REACH = 4.0  # a nucleus serves a frame when it is within this many disc
 REUSE_PERIODS = 4  # ... and its period at most this many times the frame's own
 MISIUREWICZ = True  # a Misiurewicz point at or near the centre serves the frames it reaches
 # (False: nuclei for every frame, as before; tests and comparisons)
-SCAN_BIT_STEPS = 3e8  # the centre's scan costs at most about this many bit-steps (~1 s)
+SCAN_BIT_STEPS = 3e8  # the centre's scan costs at most about this many bit-steps (~1 s), ...
+SCAN_MIN_STEPS = 100_000  # ... or this many steps
 DEVICE_SCAN_STEPS = 2_000_000  # on a GPU (farm/numerics/handoff.py): 333k bits, 80-100 s on an H200
 
 
 def scan_steps(max_iter: int, bits: int) -> tuple[int, int]:
     """(steps watching the centre's fate, steps looking for periods) of its scan: the
     frames' iteration limit, and beyond it for periods (a nucleus whose period exceeds
-    the limit still serves), both within the cost bound (at least 10^5 steps, and
-    DEVICE_SCAN_STEPS where a long orbit at these bits goes to a GPU)."""
+    the limit still serves), within the cost bound (at least SCAN_MIN_STEPS, and
+    DEVICE_SCAN_STEPS where a long orbit at these bits goes to a GPU). Periods are
+    looked for up to the limit at least, whatever the bound: a disc with no period
+    takes the centre's orbit to the limit instead, which reuses the scan's (at the
+    default escape radius), so looking on costs nothing more, and a nucleus at the
+    centre whose period is past the bound (a deep one `farm find` wrote) is found."""
     from farm.numerics import handoff, orbiters
 
-    cap = max(100_000, int(SCAN_BIT_STEPS / bits))
+    cap = max(SCAN_MIN_STEPS, int(SCAN_BIT_STEPS / bits))
     if cap < DEVICE_SCAN_STEPS and bits >= orbiters.GPU_ORBIT_BITS and handoff.on_a_device(bits):
         cap = DEVICE_SCAN_STEPS
-    return min(max_iter, cap), min(4 * max_iter + 1000, cap)
+    return min(max_iter, cap), min(4 * max_iter + 1000, max(cap, max_iter))
 
 
 def _log2_radius(plan, frame) -> float:
