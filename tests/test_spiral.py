@@ -77,7 +77,7 @@ def test_follow_reaches_the_member_plain_newton_finds():
     16); a nucleus of exactly its period (mpmath); as wide as predicted."""
     point, k, q, lam, c0, p0, w0 = _family()
     target = -1000
-    c, p, width = follow(point, k, q, c0, p0, w0, target, VIEW, find.bits_for)
+    c, p, width = follow(point, q, lam, c0, p0, w0, target, VIEW, find.bits_for)
     n = (p - p0) // q
     assert (p - p0) % q == 0 and n >= 100 and abs(width - target) <= log2_abs(lam)
     bits = find.bits_for(target)

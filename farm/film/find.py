@@ -290,10 +290,8 @@ def spiral(center: tuple[str, str], k: int, q: int, log2_found: float, log2_dept
     its view (its family's first member), and that family followed inward
     (farm/numerics/spiral.py); each direction of ANGLES in turn."""
     bits = bits_for(log2_depth)
-    point = per.misiurewicz(per.parse(center, bits), k, q, bits, scale=log2_found,
-                            guess_bits=bits_for(log2_found) - GUESS_SLACK)
-    if point is None:
-        raise UsageError(f"the Misiurewicz point did not converge at {bits} bits")
+    point = _refined(center, k, q, log2_found, bits)
+    lam = per.cycle_multiplier(point, k, q, bits_for(log2_depth - MINIBROT_GAP))
     exact = per.point(point, bits)
     view = log2_found - SPIRAL_START
     offset = CHAIN_OFFSET * 2.0 ** (view - math.floor(view))
@@ -302,9 +300,10 @@ def spiral(center: tuple[str, str], k: int, q: int, log2_found: float, log2_dept
                           math.floor(view), bits_for(view))
         try:
             first = minibrot(moved, view, say)
-            c, p, _ = follow(point, k, q, per.parse(first.center, bits), first.period,
+            c, p, _ = follow(point, q, lam, per.parse(first.center, bits), first.period,
                              first.log2_width, log2_depth - MINIBROT_GAP, log2_found, bits_for,
-                             say)
+                             lambda period, width: say(f"find: the spiral's minibrot of period "
+                                                       f"{period}, about {scientific(width)} wide"))
         except (UsageError, SpiralError):
             continue
         points = per.orbit(c, bits, p, 1e300)  # one long orbit for both checks
@@ -319,6 +318,26 @@ def spiral(center: tuple[str, str], k: int, q: int, log2_found: float, log2_dept
         return Stage((found.re, found.im), p, width, view)
     raise UsageError(f"no minibrot followed down the spiral of the Misiurewicz point at "
                      f"{shortened(center)}; try another start or --structure")
+
+
+def _point_at(start: tuple[str, str], log2_view: float, log2_down: float,
+              say: Callable[[str], None]) -> tuple[tuple[str, str], int, int, float]:
+    """The Misiurewicz point the descent from ``start`` reaches at width 2^log2_down,
+    or the view's own where that is within 2^8 of the view: (its centre, preperiod,
+    period, log2 of the width of the view it was found in)."""
+    if log2_down < log2_view - 8:
+        return (*descend(start, log2_view, log2_down, say), log2_down)
+    return (*misiurewicz(start, log2_view, say), log2_view)
+
+
+def _refined(center: tuple[str, str], k: int, q: int, log2_found: float, bits: int):
+    """The Misiurewicz point ``center`` (preperiod k, period q, its digits those of the
+    view 2^log2_found wide it was found in) to ``bits`` bits: Newton's method from it."""
+    c = per.misiurewicz(per.parse(center, bits), k, q, bits, scale=log2_found,
+                        guess_bits=bits_for(log2_found) - GUESS_SLACK)
+    if c is None:
+        raise UsageError(f"the Misiurewicz point did not converge at {bits} bits")
+    return c
 
 
 def _preperiods(center: tuple[str, str], log2_view: float, extra: int) -> tuple[list[int], Orbit]:
@@ -382,15 +401,12 @@ def find(start: tuple[str, str], log2_view: float, log2_depth: float, chained: b
     deep = log2_depth < log2_view - 8
     if misi:
         down = log2_depth if log2_structure is None else max(log2_structure, log2_depth)
-        known = down if down < log2_view - 8 else log2_view  # the view the point is found in
-        center, k, q = (descend(start, log2_view, down, say) if down < log2_view - 8
-                        else misiurewicz(start, log2_view, say))
+        center, k, q, known = _point_at(start, log2_view, down, say)
         if down > log2_depth:  # to the depth's digits: Newton from the point found
             bits = bits_for(log2_depth)
-            c = per.misiurewicz(per.parse(center, bits), k, q, bits, scale=known,
-                                guess_bits=bits_for(known) - GUESS_SLACK)
-            got = None if c is None else per.preperiodic_orbit(c, q, bits, k + q)
-            if c is None or got is None or got[1] != k:
+            c = _refined(center, k, q, known, bits)
+            got = per.preperiodic_orbit(c, q, bits, k + q)
+            if got is None or got[1] != k:
                 raise UsageError(f"the Misiurewicz point did not converge at {bits} bits")
             exact = per.point(c, bits)
             center = exact.re, exact.im
@@ -407,10 +423,8 @@ def find(start: tuple[str, str], log2_view: float, log2_depth: float, chained: b
     if top is None:
         top = log2_depth / STRUCTURE_SHARE if log2_depth < SPIRAL_BELOW else log2_depth
     if top > half + MINIBROT_TRIES + SPIRAL_START:  # room for a spiral below the structure
-        top = min(top, log2_view)
-        center, k, q = (descend(start, log2_view, top, say) if top < log2_view - 8
-                        else misiurewicz(start, log2_view, say))
-        stage = spiral(center, k, q, top if top < log2_view - 8 else log2_view, log2_depth, say)
+        center, k, q, found = _point_at(start, log2_view, min(top, log2_view), say)
+        stage = spiral(center, k, q, found, log2_depth, say)
         return Target("minibrot", stage.center, stage.period, 0, stage.log2_width, (stage,))
     near, _, _ = descend(start, log2_view, half + MINIBROT_TRIES, say)
     best = None

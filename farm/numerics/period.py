@@ -36,7 +36,7 @@ from __future__ import annotations
 from farm.numerics.attracting_cycles import Cycle, attracting_cycle
 from farm.numerics.handoff import preperiodic_orbit
 from farm.numerics.mpfr_points import Point, log2_abs, log2_distance, moved, offset_in, parse, point
-from farm.numerics.newton import first_return, lowest_return, misiurewicz, nucleus
+from farm.numerics.newton import cycle_multiplier, first_return, lowest_return, misiurewicz, nucleus
 from farm.numerics.orbiters import (
     COMPLEX_BITS,
     ComplexOrbiter,
@@ -49,7 +49,7 @@ from farm.numerics.orbiters import (
 from farm.numerics.scan import scan
 
 __all__ = ["COMPLEX_BITS", "ComplexOrbiter", "Cycle", "GmpyOrbiter", "Point", "ThreadedOrbiter",
-           "attracting_cycle", "first_return", "log2_abs", "log2_distance", "lowest_return",
-           "misiurewicz", "moved", "nucleus", "offset_in", "orbit", "orbiter", "parse", "point",
-           "preperiodic_orbit", "restart", "scan"]
+           "attracting_cycle", "cycle_multiplier", "first_return", "log2_abs", "log2_distance",
+           "lowest_return", "misiurewicz", "moved", "nucleus", "offset_in", "orbit", "orbiter",
+           "parse", "point", "preperiodic_orbit", "restart", "scan"]
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from gmpy2 import mpc
 
 from farm.numerics.mpfr_points import log2_abs, precision
-from farm.numerics.newton import cycle_multiplier, nucleus, nucleus_step
+from farm.numerics.newton import nucleus, nucleus_step
 
 KNOWN_SLACK = 12  # a prediction from level j is known to log2(r / |u_j|) - 12 bits at least
 MARGIN = 96  # bits beyond the last member's width it is resolved to (find.MARGIN_BITS)
@@ -52,19 +52,20 @@ def levels(n: int, offset: float) -> list[int]:
     return out[::-1]
 
 
-def follow(point: mpc, preperiod: int, period: int, first: mpc, first_period: int,
+def follow(point: mpc, period: int, lam: mpc, first: mpc, first_period: int,
            first_log2_width: float, log2_width: float, log2_reach: float,
            bits_for: Callable[[float], int],
-           say: Callable[[str], None] = lambda text: None) -> tuple[mpc, int, float]:
+           said: Callable[[int, float], None] = lambda period, log2_width: None
+           ) -> tuple[mpc, int, float]:
     """The member of ``first``'s family (a nucleus near the Misiurewicz point
-    ``point`` of that preperiod and period, ``first_period``, ``first_log2_width``)
-    whose width is nearest 2^log2_width: (its nucleus, its period, log2 of its width as
-    the family predicts it). ``point`` must be exact to bits_for(log2_width);
-    ``log2_reach``: log2 of the width of the point's neighbourhood (the view it was
-    found in); ``bits_for(w)``: the bits that resolve a minibrot 2^w wide.
-    :class:`SpiralError` where the family cannot be followed."""
+    ``point`` whose cycle has that period and the multiplier ``lam``,
+    ``first_period``, ``first_log2_width``) whose width is nearest 2^log2_width: (its
+    nucleus, its period, log2 of its width as the family predicts it). ``point`` and
+    ``lam`` must be exact to bits_for(log2_width); ``log2_reach``: log2 of the width of
+    the point's neighbourhood (the view it was found in); ``bits_for(w)``: the bits
+    that resolve a minibrot 2^w wide; ``said(period, log2_width)`` hears of each level's
+    member. :class:`SpiralError` where the family cannot be followed."""
     full = bits_for(log2_width)
-    lam = cycle_multiplier(point, preperiod, period, full)
     ell = log2_abs(lam)
     if not ell > 0.01:
         raise SpiralError(f"the cycle of the Misiurewicz point does not repel (|lambda| = 2^{ell:.3g})")
@@ -91,13 +92,6 @@ def follow(point: mpc, preperiod: int, period: int, first: mpc, first_period: in
         with precision(full):
             u = found - point
         j = m
-        say(f"find: the spiral's minibrot of period {period_m}, about "
-            f"{_scientific(first_log2_width - 2 * m * ell)} wide")
+        said(period_m, first_log2_width - 2 * m * ell)
     return found, first_period + n * period, first_log2_width - 2 * n * ell
 
-
-def _scientific(log2_x: float) -> str:
-    """2^log2_x as 1.0e-123 (any exponent)."""
-    e10 = log2_x * math.log10(2)
-    exp = math.floor(e10)
-    return f"{10 ** (e10 - exp):.1f}e{exp}"
