@@ -78,10 +78,10 @@ def nucleus_reference(center: Sequence[str], p: int, bits: int, plan,
         points = scanned.orbit.head(p + 1)
         return Reference(per.point(c, bits), p, points, "nucleus", *lambda_prime(points))
     c = per.nucleus(per.parse(center, bits), p, bits)
-    if c is None or per.lowest_return(c, p, bits) != p:
+    if c is None:
         return None
-    points = per.orbit(c, bits, p, escape_r2(plan))
-    if len(points) != p + 1:
+    points = per.orbit(c, bits, p, escape_r2(plan))  # one orbit: the reference and its period
+    if len(points) != p + 1 or per.first_return(points, p, bits) != p:
         return None
     return Reference(per.point(c, bits), p, points, "nucleus", *lambda_prime(points))
 
